@@ -1,0 +1,28 @@
+# `make install` builds .venv with envbuild (editable) and its test tools; `make test` runs everything.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install test lint bench clean
+
+install: $(BIN)/envbuild
+
+$(BIN)/envbuild: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+test: install
+	$(BIN)/ruff check envbuild tests bench
+	$(BIN)/envbuild matrix check
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check envbuild tests bench
+
+bench: install
+	$(BIN)/python bench/resolve.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

@@ -1,0 +1,162 @@
+"""The `envbuild` command line.
+
+Each subcommand imports what it needs when it runs, so `envbuild resolve` pays for neither
+`docker`, `requests` nor `jinja2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from envbuild import __version__
+from envbuild.errors import EXIT_FAILURE, EXIT_NO_STACK, EXIT_OK, EnvbuildError
+
+
+def _add_matrix_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--matrix",
+        metavar="DIR",
+        type=Path,
+        help="compatibility data to use (default: the bundled matrix/; also ENVBUILD_MATRIX)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="envbuild",
+        description="Reproducible, verified CUDA training environments.",
+    )
+    parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    resolve = commands.add_parser(
+        "resolve",
+        help="pick the best stack a driver runs, and say why the others were rejected",
+        description="Pick the best framework/CUDA stack an NVIDIA driver runs, and explain why "
+        "every other candidate was rejected. Exit 0: found; 2: bad input; 3: none.",
+    )
+    resolve.add_argument(
+        "--driver",
+        required=True,
+        metavar="VERSION",
+        help="host driver: 550, R550, 550.54 or 550.54.15 (a bare branch means "
+        "a current driver of that branch)",
+    )
+    resolve.add_argument(
+        "--gpu",
+        action="append",
+        metavar="NAME_OR_CC",
+        default=[],
+        help="a GPU the stack must run on: H100, 'RTX 4090', L4, sm_89, 8.9 (repeatable)",
+    )
+    resolve.add_argument(
+        "--framework",
+        action="append",
+        metavar="NAME[SPEC]",
+        default=[],
+        help="torch, tensorflow or jax, with an optional PEP 440 specifier, "
+        "e.g. 'torch==2.5.*' (repeatable; default: best of each)",
+    )
+    resolve.add_argument("--python", metavar="X.Y", help="Python version the stack must support")
+    resolve.add_argument("--cuda", metavar="SPEC", help="CUDA runtime constraint: 12.4, '>=12.1'")
+    resolve.add_argument(
+        "--compat",
+        choices=("native", "minor"),
+        default="native",
+        help="native (default) or minor: also allow same-major CUDA through minor-version compatibility",
+    )
+    resolve.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="stacks to show per framework (default 1, or 5 with --framework)",
+    )
+    resolve.add_argument("--json", action="store_true", help="print JSON instead of text")
+    resolve.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every rejected candidate, not the first few per reason",
+    )
+    _add_matrix_option(resolve)
+
+    matrix = commands.add_parser("matrix", help="inspect and validate the compatibility data")
+    matrix_commands = matrix.add_subparsers(dest="matrix_command", metavar="ACTION")
+    check = matrix_commands.add_parser(
+        "check", help="validate the schema and cross-references of matrix/*.toml"
+    )
+    _add_matrix_option(check)
+    gpus = matrix_commands.add_parser("gpus", help="list the GPUs and their compute capabilities")
+    _add_matrix_option(gpus)
+    return parser
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    from envbuild.matrix import load_matrix
+    from envbuild.query import build_query
+    from envbuild.resolve import resolve
+    from envbuild.resolve_report import to_json, to_text
+
+    matrix = load_matrix(args.matrix)
+    query = build_query(
+        matrix,
+        driver=args.driver,
+        gpus=args.gpu,
+        frameworks=args.framework,
+        python=args.python,
+        cuda=args.cuda,
+        compat=args.compat,
+        limit=args.limit,
+    )
+    resolution = resolve(matrix, query)
+    output = to_json(resolution, matrix) if args.json else to_text(resolution, matrix, verbose=args.verbose)
+    sys.stdout.write(output if output.endswith("\n") else output + "\n")
+    return EXIT_OK if resolution.stacks else EXIT_NO_STACK
+
+
+def _cmd_matrix(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from envbuild.matrix import load_matrix
+
+    if args.matrix_command == "check":
+        from envbuild.matrix_check import check_matrix, summary
+
+        matrix = load_matrix(args.matrix)
+        errors = check_matrix(matrix)
+        if errors:
+            sys.stderr.write(f"error: matrix {matrix.root} has {len(errors)} problem(s):\n")
+            sys.stderr.writelines(f"  {e}\n" for e in errors)
+            sys.stderr.write("  fix: correct the rows named above (schema: matrix/README.md)\n")
+            return EXIT_FAILURE
+        print(f"matrix OK: {summary(matrix)}")
+        return EXIT_OK
+    if args.matrix_command == "gpus":
+        matrix = load_matrix(args.matrix)
+        for gpu in sorted(matrix.gpus, key=lambda g: (g.cc, g.name)):
+            aliases = f"  (also: {', '.join(gpu.aliases)})" if gpu.aliases else ""
+            print(f"{gpu.cc[0]}.{gpu.cc[1]:<3} {gpu.name}{aliases}")
+        return EXIT_OK
+    parser.parse_args(["matrix", "--help"])
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "resolve":
+            return _cmd_resolve(args)
+        if args.command == "matrix":
+            return _cmd_matrix(args, parser)
+        parser.print_help()
+        return EXIT_OK
+    except EnvbuildError as exc:
+        sys.stderr.write(exc.render() + "\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK

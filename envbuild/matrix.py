@@ -1,0 +1,387 @@
+"""Load matrix/*.toml into the objects the resolver reads.
+
+Parsing TOML in pure Python costs more than everything else `envbuild resolve` does, so a validated
+parse is cached as JSON keyed by the sha256 of the files' bytes (the same digest a lock records).
+Editing any file changes the digest and forces a fresh parse and schema check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from envbuild import __version__
+from envbuild.arch import ArchList, parse_arch_list
+from envbuild.errors import MatrixError
+from envbuild.versions import parse_driver_floor, parse_minor, parse_patch
+
+CACHE_FORMAT = 1
+FRAMEWORK_ORDER = ("torch", "tensorflow", "jax")
+
+
+class Provenance(NamedTuple):
+    where: str  # "drivers.toml [[cuda]] 12.4.0": what a caveat points a reader at
+    source: str
+    confidence: str | None
+    note: str | None
+
+
+class CudaRelease(NamedTuple):
+    version: tuple[int, int, int]
+    label: str
+    ga: bool
+    min_driver: tuple[int, ...] | None
+    prov: Provenance
+
+
+class MinorCompat(NamedTuple):
+    cuda_major: int
+    min_driver: tuple[int, ...]
+    prov: Provenance
+
+
+class Branch(NamedTuple):
+    branch: int
+    native_cuda: tuple[int, int]
+    type: str
+    eol: str | None
+    prov: Provenance
+
+
+class Gpu(NamedTuple):
+    name: str
+    aliases: tuple[str, ...]
+    cc: tuple[int, int]
+    architecture: str
+    data_center: bool
+    max_driver_branch: int | None
+    prov: Provenance
+
+
+class Variant(NamedTuple):
+    name: str
+    cuda: tuple[int, int] | None  # fixed runtime
+    cuda_min: tuple[int, int] | None  # open range within cuda_min's major
+    cudnn: str | None
+    nccl: str | None
+    index_url: str
+    extra: str | None
+    cuda_from: str
+    arch: ArchList
+    prov: Provenance
+
+
+class Release(NamedTuple):
+    version: str
+    key: tuple[int, ...]  # sortable release number (the matrix holds final releases only)
+    python: tuple[tuple[int, int], ...]  # ascending
+    pypi_variant: str | None
+    variants: tuple[Variant, ...]
+    prov: Provenance
+
+
+class Framework(NamedTuple):
+    name: str
+    display_name: str
+    package: str
+    aliases: tuple[str, ...]
+    releases: tuple[Release, ...]  # newest first
+    prov: Provenance
+
+
+class Image(NamedTuple):
+    cuda: tuple[int, int, int]
+    os: tuple[str, ...]
+    cudnn_os: tuple[str, ...]
+    cudnn_tag: str | None
+    cudnn: str | None
+    nccl: str | None
+    prov: Provenance
+
+
+class CudnnRelease(NamedTuple):
+    version: tuple[int, int]
+    cuda: tuple[tuple[tuple[int, int], tuple[int, int]], ...]
+    min_cc: tuple[int, int] | None
+    prov: Provenance
+
+
+class Matrix(NamedTuple):
+    root: Path
+    digest: str
+    cuda: tuple[CudaRelease, ...]
+    ga_floor: dict[tuple[int, int], CudaRelease]  # X.Y -> its GA release row
+    minor_compat: dict[int, MinorCompat]
+    branches: dict[int, Branch]
+    gpus: tuple[Gpu, ...]
+    frameworks: tuple[Framework, ...]  # torch, tensorflow, jax, then any others by name
+    images: tuple[Image, ...]
+    cudnn: tuple[CudnnRelease, ...]
+
+    def framework(self, name: str) -> Framework | None:
+        wanted = name.lower()
+        for fw in self.frameworks:
+            if fw.name == wanted or wanted in fw.aliases:
+                return fw
+        return None
+
+    def minors_of_major(self, major: int) -> list[tuple[int, int]]:
+        """CUDA X.Y minors of a major that have a known GA minimum driver, oldest first."""
+        return sorted(m for m, row in self.ga_floor.items() if m[0] == major and row.min_driver)
+
+
+# ---------------------------------------------------------------------------------------------
+# locating and reading the files
+
+
+def default_matrix_dir() -> Path:
+    """The packaged matrix in an installed wheel, else the checkout's top-level matrix/."""
+    override = os.environ.get("ENVBUILD_MATRIX")
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve().parent
+    packaged = here / "_data" / "matrix"
+    return packaged if packaged.is_dir() else here.parent / "matrix"
+
+
+def _matrix_files(root: Path) -> list[tuple[str, str, Path]]:
+    """(kind, relative path, path) of every data file, in a stable order."""
+    files = [(kind, f"{kind}.toml", root / f"{kind}.toml") for kind in ("drivers", "cuda", "gpus")]
+    frameworks_dir = root / "frameworks"
+    if frameworks_dir.is_dir():
+        for path in sorted(frameworks_dir.glob("*.toml")):
+            files.append(("framework", f"frameworks/{path.name}", path))
+    return files
+
+
+def _cache_dir() -> Path | None:
+    configured = os.environ.get("ENVBUILD_CACHE_DIR")
+    if configured == "":
+        return None
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envbuild"
+
+
+def read_raw(root: Path) -> tuple[str, dict[str, Any]]:
+    """The matrix digest and the validated contents of every file, from cache when possible."""
+    if not root.is_dir():
+        raise MatrixError(
+            f"matrix directory {root} does not exist",
+            fix="point --matrix or ENVBUILD_MATRIX at a folder holding drivers.toml, "
+            "cuda.toml, gpus.toml and frameworks/*.toml",
+        )
+    files = _matrix_files(root)
+    blobs: list[tuple[str, str, bytes]] = []
+    hasher = hashlib.sha256()
+    for kind, rel, path in files:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise MatrixError(
+                f"cannot read {root / rel}: {exc.strerror}",
+                fix="restore the file from the envbuild checkout or package",
+            ) from None
+        hasher.update(rel.encode() + b"\0" + data + b"\0")
+        blobs.append((kind, rel, data))
+    digest = hasher.hexdigest()
+
+    cache = _cache_dir()
+    cache_file = cache / f"matrix-{CACHE_FORMAT}-{__version__}-{digest[:32]}.json" if cache else None
+    if cache_file is not None:
+        try:
+            return digest, json.loads(cache_file.read_bytes())
+        except (OSError, ValueError):
+            pass
+
+    raw = _parse_and_validate(blobs)
+    if cache_file is not None:
+        _write_cache(cache_file, raw)
+    return digest, raw
+
+
+def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
+    from envbuild import _toml
+    from envbuild.matrix_schema import validate_file
+
+    raw: dict[str, Any] = {}
+    errors: list[str] = []
+    for kind, rel, data in blobs:
+        try:
+            parsed = _toml.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
+            errors.append(f"{rel}: not valid TOML: {exc}")
+            continue
+        errors += validate_file(kind, rel, parsed)
+        raw[rel] = {"kind": kind, "data": parsed}
+    if errors:
+        shown = "\n  ".join(errors[:25])
+        more = f"\n  ... and {len(errors) - 25} more" if len(errors) > 25 else ""
+        raise MatrixError(
+            f"the compatibility matrix does not validate:\n  {shown}{more}",
+            fix="correct the rows named above (schema: matrix/README.md)",
+        )
+    return raw
+
+
+def _write_cache(cache_file: Path, raw: dict[str, Any]) -> None:
+    """Atomic, best effort: a read-only home or a full disk only costs speed."""
+    try:
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(raw, separators=(",", ":")))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# building the model
+
+
+def _prov(rel: str, where: str, row: dict[str, Any]) -> Provenance:
+    return Provenance(f"{rel} {where}", row["source"], row.get("confidence"), row.get("note"))
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    """Sortable form of a final or post release: "2.15.0.post1" -> (2, 15, 0, 0, 1)."""
+    release, _, post = version.partition(".post")
+    parts = [int(part) for part in release.split(".")]
+    return (*parts, *[0] * (4 - len(parts)), int(post or 0))
+
+
+def load_matrix(root: Path | None = None) -> Matrix:
+    root = root or default_matrix_dir()
+    digest, raw = read_raw(root)
+    cuda: list[CudaRelease] = []
+    minor_compat: dict[int, MinorCompat] = {}
+    branches: dict[int, Branch] = {}
+    gpus: list[Gpu] = []
+    frameworks: list[Framework] = []
+    images: list[Image] = []
+    cudnn: list[CudnnRelease] = []
+    for rel, entry in raw.items():
+        data = entry["data"]
+        kind = entry["kind"]
+        if kind == "drivers":
+            for row in data["cuda"]:
+                floor = row.get("min_driver")
+                cuda.append(
+                    CudaRelease(
+                        parse_patch(row["version"]),
+                        row["label"],
+                        row.get("ga", False),
+                        parse_driver_floor(floor) if floor else None,
+                        _prov(rel, f"[[cuda]] {row['version']}", row),
+                    )
+                )
+            for row in data["minor_compat"]:
+                minor_compat[row["cuda_major"]] = MinorCompat(
+                    row["cuda_major"],
+                    parse_driver_floor(row["min_driver"]),
+                    _prov(rel, f"[[minor_compat]] {row['cuda_major']}", row),
+                )
+            for row in data["branch"]:
+                branches[row["branch"]] = Branch(
+                    row["branch"],
+                    parse_minor(row["native_cuda"]),
+                    row["type"],
+                    row.get("eol"),
+                    _prov(rel, f"[[branch]] R{row['branch']}", row),
+                )
+        elif kind == "cuda":
+            for row in data["cudnn"]:
+                ranges = tuple(tuple(parse_minor(p) for p in r.split("-")) for r in row["cuda"])
+                min_cc = row.get("min_compute_capability")
+                cudnn.append(
+                    CudnnRelease(
+                        parse_minor(row["version"]),
+                        ranges,  # type: ignore[arg-type]
+                        parse_minor(min_cc) if min_cc else None,
+                        _prov(rel, f"[[cudnn]] {row['version']}", row),
+                    )
+                )
+            for row in data["image"]:
+                images.append(
+                    Image(
+                        parse_patch(row["cuda"]),
+                        tuple(row["os"]),
+                        tuple(row.get("cudnn_os", ())),
+                        row.get("cudnn_tag"),
+                        row.get("cudnn"),
+                        row.get("nccl"),
+                        _prov(rel, f"[[image]] {row['cuda']}", row),
+                    )
+                )
+        elif kind == "gpus":
+            for row in data["gpu"]:
+                gpus.append(
+                    Gpu(
+                        row["name"],
+                        tuple(row.get("aliases", ())),
+                        parse_minor(row["compute_capability"]),
+                        row["architecture"],
+                        row.get("data_center", False),
+                        row.get("max_driver_branch"),
+                        _prov(rel, f"[[gpu]] {row['name']}", row),
+                    )
+                )
+        else:
+            frameworks.append(_build_framework(rel, data))
+    order = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
+    frameworks.sort(key=lambda fw: (order.get(fw.name, len(order)), fw.name))
+    cuda.sort(key=lambda c: c.version)
+    ga_floor = {c.version[:2]: c for c in cuda if c.ga}
+    return Matrix(
+        root,
+        digest,
+        tuple(cuda),
+        ga_floor,
+        minor_compat,
+        branches,
+        tuple(gpus),
+        tuple(frameworks),
+        tuple(images),
+        tuple(cudnn),
+    )
+
+
+def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
+    head = data["framework"]
+    releases: list[Release] = []
+    for row in data["release"]:
+        first = row["versions"][0]
+        variants = tuple(
+            Variant(
+                v["name"],
+                parse_minor(v["cuda"]) if "cuda" in v else None,
+                parse_minor(v["cuda_min"]) if "cuda_min" in v else None,
+                v.get("cudnn"),
+                v.get("nccl"),
+                v["index_url"],
+                v.get("extra"),
+                v["cuda_from"],
+                parse_arch_list(v["arch"]),
+                _prov(rel, f"[[release]] {first} variant {v['name']}", v),
+            )
+            for v in row["variant"]
+        )
+        python = tuple(sorted(parse_minor(p) for p in row["python"]))
+        prov = _prov(rel, f"[[release]] {first}", row)
+        for version in row["versions"]:
+            releases.append(
+                Release(version, _release_key(version), python, row.get("pypi_variant"), variants, prov)
+            )
+    releases.sort(key=lambda r: r.key, reverse=True)
+    return Framework(
+        head["name"],
+        head["display_name"],
+        head["package"],
+        tuple(a.lower() for a in head.get("aliases", ())),
+        tuple(releases),
+        _prov(rel, "[framework]", head),
+    )
