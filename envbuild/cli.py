@@ -7,19 +7,30 @@ Each subcommand imports what it needs when it runs, so `envbuild resolve` pays f
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from envbuild import __version__
 from envbuild.errors import EXIT_FAILURE, EXIT_NO_STACK, EXIT_OK, EnvbuildError
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse sizes help with shutil, whose import costs every `envbuild resolve` ~3 ms."""
+
+    def __init__(self, prog: str, **kwargs) -> None:
+        try:
+            columns = os.get_terminal_size().columns
+        except OSError:
+            columns = 80
+        kwargs.setdefault("width", max(columns - 2, 40))
+        super().__init__(prog, **kwargs)
 
 
 def _add_matrix_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--matrix",
         metavar="DIR",
-        type=Path,
         help="compatibility data to use (default: the bundled matrix/; also ENVBUILD_MATRIX)",
     )
 
@@ -27,6 +38,7 @@ def _add_matrix_option(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envbuild",
+        formatter_class=_HelpFormatter,
         description="Reproducible, verified CUDA training environments.",
     )
     parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
@@ -34,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     resolve = commands.add_parser(
         "resolve",
+        formatter_class=_HelpFormatter,
         help="pick the best stack a driver runs, and say why the others were rejected",
         description="Pick the best framework/CUDA stack an NVIDIA driver runs, and explain why "
         "every other candidate was rejected. Exit 0: found; 2: bad input; 3: none.",
@@ -83,13 +96,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_matrix_option(resolve)
 
-    matrix = commands.add_parser("matrix", help="inspect and validate the compatibility data")
+    matrix = commands.add_parser(
+        "matrix", formatter_class=_HelpFormatter, help="inspect and validate the compatibility data"
+    )
     matrix_commands = matrix.add_subparsers(dest="matrix_command", metavar="ACTION")
     check = matrix_commands.add_parser(
-        "check", help="validate the schema and cross-references of matrix/*.toml"
+        "check",
+        formatter_class=_HelpFormatter,
+        help="validate the schema and cross-references of matrix/*.toml",
     )
     _add_matrix_option(check)
-    gpus = matrix_commands.add_parser("gpus", help="list the GPUs and their compute capabilities")
+    gpus = matrix_commands.add_parser(
+        "gpus", formatter_class=_HelpFormatter, help="list the GPUs and their compute capabilities"
+    )
     _add_matrix_option(gpus)
     return parser
 
@@ -121,9 +140,14 @@ def _cmd_matrix(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     from envbuild.matrix import load_matrix
 
     if args.matrix_command == "check":
+        from envbuild.errors import MatrixError
         from envbuild.matrix_check import check_matrix, summary
 
-        matrix = load_matrix(args.matrix)
+        try:
+            matrix = load_matrix(args.matrix)
+        except MatrixError as exc:  # a check that finds bad data failed, it was not misused
+            sys.stderr.write(exc.render() + "\n")
+            return EXIT_FAILURE
         errors = check_matrix(matrix)
         if errors:
             sys.stderr.write(f"error: matrix {matrix.root} has {len(errors)} problem(s):\n")

@@ -1,35 +1,40 @@
 """Load matrix/*.toml into the objects the resolver reads.
 
 Parsing TOML in pure Python costs more than everything else `envbuild resolve` does, so a validated
-parse is cached as JSON keyed by the sha256 of the files' bytes (the same digest a lock records).
-Editing any file changes the digest and forces a fresh parse and schema check.
+parse is cached as JSON, keyed by checksums of the files' bytes (zlib's: hashlib's OpenSSL load alone
+would cost more start-up time than the rest of a resolve). The sha256 digest a lock records is
+computed with the parse and kept in the cache. Editing any file forces a fresh parse and check.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from pathlib import Path
-from typing import Any, NamedTuple
+import zlib
 
 from envbuild import __version__
+from envbuild._record import TYPE_CHECKING, Record
 from envbuild.arch import ArchList, parse_arch_list
 from envbuild.errors import MatrixError
 from envbuild.versions import parse_driver_floor, parse_minor, parse_patch
+
+if TYPE_CHECKING:
+    from typing import Any
 
 CACHE_FORMAT = 1
 FRAMEWORK_ORDER = ("torch", "tensorflow", "jax")
 
 
-class Provenance(NamedTuple):
+class Provenance(Record):
+    __slots__ = ("where", "source", "confidence", "note")
     where: str  # "drivers.toml [[cuda]] 12.4.0": what a caveat points a reader at
     source: str
     confidence: str | None
     note: str | None
 
 
-class CudaRelease(NamedTuple):
+class CudaRelease(Record):
+    __slots__ = ("version", "label", "ga", "min_driver", "prov")
     version: tuple[int, int, int]
     label: str
     ga: bool
@@ -37,13 +42,15 @@ class CudaRelease(NamedTuple):
     prov: Provenance
 
 
-class MinorCompat(NamedTuple):
+class MinorCompat(Record):
+    __slots__ = ("cuda_major", "min_driver", "prov")
     cuda_major: int
     min_driver: tuple[int, ...]
     prov: Provenance
 
 
-class Branch(NamedTuple):
+class Branch(Record):
+    __slots__ = ("branch", "native_cuda", "type", "eol", "prov")
     branch: int
     native_cuda: tuple[int, int]
     type: str
@@ -51,7 +58,8 @@ class Branch(NamedTuple):
     prov: Provenance
 
 
-class Gpu(NamedTuple):
+class Gpu(Record):
+    __slots__ = ("name", "aliases", "cc", "architecture", "data_center", "max_driver_branch", "prov")
     name: str
     aliases: tuple[str, ...]
     cc: tuple[int, int]
@@ -61,7 +69,19 @@ class Gpu(NamedTuple):
     prov: Provenance
 
 
-class Variant(NamedTuple):
+class Variant(Record):
+    __slots__ = (
+        "name",
+        "cuda",
+        "cuda_min",
+        "cudnn",
+        "nccl",
+        "index_url",
+        "extra",
+        "cuda_from",
+        "arch",
+        "prov",
+    )
     name: str
     cuda: tuple[int, int] | None  # fixed runtime
     cuda_min: tuple[int, int] | None  # open range within cuda_min's major
@@ -74,7 +94,8 @@ class Variant(NamedTuple):
     prov: Provenance
 
 
-class Release(NamedTuple):
+class Release(Record):
+    __slots__ = ("version", "key", "python", "pypi_variant", "variants", "prov")
     version: str
     key: tuple[int, ...]  # sortable release number (the matrix holds final releases only)
     python: tuple[tuple[int, int], ...]  # ascending
@@ -83,7 +104,8 @@ class Release(NamedTuple):
     prov: Provenance
 
 
-class Framework(NamedTuple):
+class Framework(Record):
+    __slots__ = ("name", "display_name", "package", "aliases", "releases", "prov")
     name: str
     display_name: str
     package: str
@@ -92,7 +114,8 @@ class Framework(NamedTuple):
     prov: Provenance
 
 
-class Image(NamedTuple):
+class Image(Record):
+    __slots__ = ("cuda", "os", "cudnn_os", "cudnn_tag", "cudnn", "nccl", "prov")
     cuda: tuple[int, int, int]
     os: tuple[str, ...]
     cudnn_os: tuple[str, ...]
@@ -102,15 +125,28 @@ class Image(NamedTuple):
     prov: Provenance
 
 
-class CudnnRelease(NamedTuple):
+class CudnnRelease(Record):
+    __slots__ = ("version", "cuda", "min_cc", "prov")
     version: tuple[int, int]
     cuda: tuple[tuple[tuple[int, int], tuple[int, int]], ...]
     min_cc: tuple[int, int] | None
     prov: Provenance
 
 
-class Matrix(NamedTuple):
-    root: Path
+class Matrix(Record):
+    __slots__ = (
+        "root",
+        "digest",
+        "cuda",
+        "ga_floor",
+        "minor_compat",
+        "branches",
+        "gpus",
+        "frameworks",
+        "images",
+        "cudnn",
+    )
+    root: str
     digest: str
     cuda: tuple[CudaRelease, ...]
     ga_floor: dict[tuple[int, int], CudaRelease]  # X.Y -> its GA release row
@@ -137,71 +173,86 @@ class Matrix(NamedTuple):
 # locating and reading the files
 
 
-def default_matrix_dir() -> Path:
+def default_matrix_dir() -> str:
     """The packaged matrix in an installed wheel, else the checkout's top-level matrix/."""
     override = os.environ.get("ENVBUILD_MATRIX")
     if override:
-        return Path(override)
-    here = Path(__file__).resolve().parent
-    packaged = here / "_data" / "matrix"
-    return packaged if packaged.is_dir() else here.parent / "matrix"
+        return override
+    here = os.path.dirname(os.path.realpath(__file__))
+    packaged = os.path.join(here, "_data", "matrix")
+    return packaged if os.path.isdir(packaged) else os.path.join(os.path.dirname(here), "matrix")
 
 
-def _matrix_files(root: Path) -> list[tuple[str, str, Path]]:
-    """(kind, relative path, path) of every data file, in a stable order."""
-    files = [(kind, f"{kind}.toml", root / f"{kind}.toml") for kind in ("drivers", "cuda", "gpus")]
-    frameworks_dir = root / "frameworks"
-    if frameworks_dir.is_dir():
-        for path in sorted(frameworks_dir.glob("*.toml")):
-            files.append(("framework", f"frameworks/{path.name}", path))
+def _matrix_files(root: str) -> list[tuple[str, str]]:
+    """(kind, path relative to root) of every data file, in a stable order."""
+    files = [(kind, f"{kind}.toml") for kind in ("drivers", "cuda", "gpus")]
+    frameworks_dir = os.path.join(root, "frameworks")
+    if os.path.isdir(frameworks_dir):
+        for name in sorted(os.listdir(frameworks_dir)):
+            if name.endswith(".toml"):
+                files.append(("framework", f"frameworks/{name}"))
     return files
 
 
-def _cache_dir() -> Path | None:
+def _cache_dir() -> str | None:
     configured = os.environ.get("ENVBUILD_CACHE_DIR")
-    if configured == "":
-        return None
-    if configured:
-        return Path(configured)
+    if configured is not None:
+        return configured or None  # empty: no cache
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envbuild"
+    return os.path.join(base, "envbuild")
 
 
-def read_raw(root: Path) -> tuple[str, dict[str, Any]]:
+def read_raw(root: str) -> tuple[str, dict[str, Any]]:
     """The matrix digest and the validated contents of every file, from cache when possible."""
-    if not root.is_dir():
+    if not os.path.isdir(root):
         raise MatrixError(
             f"matrix directory {root} does not exist",
             fix="point --matrix or ENVBUILD_MATRIX at a folder holding drivers.toml, "
             "cuda.toml, gpus.toml and frameworks/*.toml",
         )
-    files = _matrix_files(root)
     blobs: list[tuple[str, str, bytes]] = []
-    hasher = hashlib.sha256()
-    for kind, rel, path in files:
+    crc = adler = 1
+    for kind, rel in _matrix_files(root):
+        path = os.path.join(root, rel)
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as handle:
+                data = handle.read()
         except OSError as exc:
             raise MatrixError(
-                f"cannot read {root / rel}: {exc.strerror}",
+                f"cannot read {path}: {exc.strerror}",
                 fix="restore the file from the envbuild checkout or package",
             ) from None
-        hasher.update(rel.encode() + b"\0" + data + b"\0")
+        framed = rel.encode() + b"\0" + data + b"\0"
+        crc, adler = zlib.crc32(framed, crc), zlib.adler32(framed, adler)
         blobs.append((kind, rel, data))
-    digest = hasher.hexdigest()
+    size = sum(len(rel) + len(data) for _, rel, data in blobs)
 
     cache = _cache_dir()
-    cache_file = cache / f"matrix-{CACHE_FORMAT}-{__version__}-{digest[:32]}.json" if cache else None
+    name = f"matrix-{CACHE_FORMAT}-{__version__}-{crc:08x}{adler:08x}{size:x}.json"
+    cache_file = os.path.join(cache, name) if cache else None
     if cache_file is not None:
         try:
-            return digest, json.loads(cache_file.read_bytes())
-        except (OSError, ValueError):
+            with open(cache_file, "rb") as handle:
+                cached = json.loads(handle.read())
+            return cached["digest"], cached["files"]
+        except (OSError, ValueError, KeyError, TypeError):
             pass
 
     raw = _parse_and_validate(blobs)
+    digest = content_digest(blobs)
     if cache_file is not None:
-        _write_cache(cache_file, raw)
+        _write_cache(cache_file, {"digest": digest, "files": raw})
     return digest, raw
+
+
+def content_digest(blobs: list[tuple[str, str, bytes]]) -> str:
+    """sha256 over every file's relative path and bytes: what a lock records as the matrix digest."""
+    import hashlib
+
+    hasher = hashlib.sha256()
+    for _, rel, data in blobs:
+        hasher.update(rel.encode() + b"\0" + data + b"\0")
+    return hasher.hexdigest()
 
 
 def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
@@ -228,15 +279,17 @@ def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
     return raw
 
 
-def _write_cache(cache_file: Path, raw: dict[str, Any]) -> None:
+def _write_cache(cache_file: str, content: dict[str, Any]) -> None:
     """Atomic, best effort: a read-only home or a full disk only costs speed."""
+    tmp = f"{cache_file}.{os.getpid()}.tmp"
     try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(raw, separators=(",", ":")))
+        os.makedirs(os.path.dirname(cache_file), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(content, separators=(",", ":")))
         os.replace(tmp, cache_file)
     except OSError:
-        pass
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,8 +307,8 @@ def _release_key(version: str) -> tuple[int, ...]:
     return (*parts, *[0] * (4 - len(parts)), int(post or 0))
 
 
-def load_matrix(root: Path | None = None) -> Matrix:
-    root = root or default_matrix_dir()
+def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
+    root = os.fspath(root) if root is not None else default_matrix_dir()
     digest, raw = read_raw(root)
     cuda: list[CudaRelease] = []
     minor_compat: dict[int, MinorCompat] = {}

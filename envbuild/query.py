@@ -7,8 +7,8 @@ known values, before any resolving happens.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, NamedTuple
 
+from envbuild._record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
 from envbuild.matrix import Framework, Gpu, Matrix, Provenance
 from envbuild.versions import Driver, parse_compute_capability, parse_driver, parse_minor, sm_name
@@ -22,13 +22,15 @@ _NAME_JUNK = re.compile(r"[\s_\-]+")
 _VENDOR_PREFIXES = ("nvidia", "geforce", "tesla", "quadro")
 
 
-class FrameworkFilter(NamedTuple):
+class FrameworkFilter(Record):
+    __slots__ = ("framework", "specifier", "text")
     framework: Framework
     specifier: SpecifierSet | None
     text: str  # as the user wrote it, for messages
 
 
-class Query(NamedTuple):
+class Query(Record):
+    __slots__ = ("driver", "gpus", "frameworks", "python", "cuda", "cuda_text", "compat", "limit")
     driver: Driver
     gpus: tuple[Gpu, ...]
     frameworks: tuple[FrameworkFilter, ...]  # empty: every framework, best stack of each
@@ -84,19 +86,16 @@ def parse_framework(text: str, matrix: Matrix) -> FrameworkFilter:
     )
 
 
-def _normalize_gpu(text: str) -> str:
-    return _NAME_JUNK.sub("", text.lower())
+def _gpu_tokens(text: str) -> tuple[str, ...]:
+    """Lower-cased words without vendor prefixes: "NVIDIA GeForce RTX 4090" -> ("rtx", "4090")."""
+    tokens = [t for t in _NAME_JUNK.split(text.lower()) if t]
+    while tokens and tokens[0] in _VENDOR_PREFIXES:
+        tokens.pop(0)
+    return tuple(tokens)
 
 
 def _gpu_keys(gpu: Gpu) -> set[str]:
-    keys = set()
-    for label in (gpu.name, *gpu.aliases):
-        key = _normalize_gpu(label)
-        keys.add(key)
-        for prefix in _VENDOR_PREFIXES:
-            if key.startswith(prefix) and len(key) > len(prefix) + 1:
-                keys.add(key[len(prefix) :])
-    return keys
+    return {"".join(_gpu_tokens(label)) for label in (gpu.name, *gpu.aliases)} - {""}
 
 
 def gpu_index(matrix: Matrix) -> dict[str, Gpu]:
@@ -111,7 +110,7 @@ def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) ->
     """A GPU by name or alias (case-, space- and dash-insensitive), or by capability (sm_89, 8.9).
 
     Names as nvidia-smi prints them ("NVIDIA H100 80GB HBM3") resolve by the longest known name
-    they start with.
+    whose words they start with; "H1000" does not match "H100".
     """
     cc = parse_compute_capability(text)
     if cc is not None:
@@ -125,26 +124,46 @@ def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) ->
             Provenance("--gpu", "https://developer.nvidia.com/cuda-gpus", None, None),
         )
     index = index if index is not None else gpu_index(matrix)
-    key = _normalize_gpu(text)
-    for prefix in ("", *_VENDOR_PREFIXES):
-        candidate = key[len(prefix) :] if prefix and key.startswith(prefix) else key
-        if candidate in index:
-            return index[candidate]
-    prefixed = [k for k in index if len(k) >= 2 and key.startswith(k)]
-    if prefixed:
-        return index[max(prefixed, key=len)]
+    tokens = _gpu_tokens(text)
+    if "".join(tokens) in index:
+        return index["".join(tokens)]
+    best: tuple[int, Gpu] | None = None
+    for gpu in matrix.gpus:
+        for label in (gpu.name, *gpu.aliases):
+            known = _gpu_tokens(label)
+            if known and tokens[: len(known)] == known and (best is None or len(known) > best[0]):
+                best = (len(known), gpu)
+    if best:
+        return best[1]
     import difflib
 
     names = sorted({gpu.name for gpu in matrix.gpus})
-    close = difflib.get_close_matches(text, names, n=3, cutoff=0.5) or difflib.get_close_matches(
-        key, list(index), n=3, cutoff=0.6
-    )
-    hint = f"did you mean {', '.join(close)}? " if close else ""
+    close = difflib.get_close_matches(text, names, n=3, cutoff=0.5) or [
+        index[k].name for k in difflib.get_close_matches("".join(tokens), list(index), n=3, cutoff=0.6)
+    ]
+    hint = f"did you mean {', '.join(dict.fromkeys(close))}? " if close else ""
     raise UsageError(
         f"--gpu {text!r} is not a GPU envbuild knows",
         fix=f"{hint}give a GPU name (e.g. H100, 'RTX 4090', L4) or its compute "
         f"capability (8.9 or sm_89); `envbuild matrix gpus` lists the names",
     )
+
+
+def _merge_frameworks(filters: list[FrameworkFilter]) -> tuple[FrameworkFilter, ...]:
+    """`--framework torch --framework 'torch<2.6'` means both constraints: one filter per framework."""
+    merged: dict[str, FrameworkFilter] = {}
+    for item in filters:
+        name = item.framework.name
+        if name not in merged:
+            merged[name] = item
+            continue
+        previous = merged[name]
+        if previous.specifier is None or item.specifier is None:
+            specifier = previous.specifier or item.specifier
+        else:
+            specifier = previous.specifier & item.specifier
+        merged[name] = FrameworkFilter(item.framework, specifier, f"{previous.text}, {item.text}")
+    return tuple(merged.values())
 
 
 def build_query(
@@ -168,7 +187,7 @@ def build_query(
         )
     index = gpu_index(matrix)
     parsed_gpus = tuple(parse_gpu(g, matrix, index) for g in gpus or ())
-    parsed_frameworks = tuple(parse_framework(f, matrix) for f in frameworks or ())
+    parsed_frameworks = _merge_frameworks([parse_framework(f, matrix) for f in frameworks or ()])
     parsed_python = None
     if python is not None:
         try:

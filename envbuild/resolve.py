@@ -15,8 +15,7 @@ relied on by the tests):
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
+from envbuild._record import Record
 from envbuild.matrix import Framework, Gpu, Matrix, Provenance, Release, Variant
 from envbuild.query import Query
 from envbuild.versions import format_cc, format_driver, format_minor, sm_name
@@ -30,13 +29,15 @@ COMPAT_CAVEAT = (
 )
 
 
-class Failure(NamedTuple):
+class Failure(Record):
+    __slots__ = ("kind", "text", "relax")
     kind: str  # one of FAILURE_ORDER
     text: str
     relax: str | None  # the single change that would clear it, e.g. "--compat minor"
 
 
-class Stack(NamedTuple):
+class Stack(Record):
+    __slots__ = ("framework", "release", "variant", "cuda", "python", "min_driver", "mode", "caveats")
     framework: Framework
     release: Release
     variant: Variant
@@ -51,7 +52,8 @@ class Stack(NamedTuple):
         return (self.release.key, self.cuda, self.python, self.variant.name)
 
 
-class Rejection(NamedTuple):
+class Rejection(Record):
+    __slots__ = ("framework", "release", "variant", "failures")
     framework: Framework
     release: Release
     variant: Variant
@@ -62,7 +64,8 @@ class Rejection(NamedTuple):
         return self.failures[0]
 
 
-class Resolution(NamedTuple):
+class Resolution(Record):
+    __slots__ = ("query", "stacks", "more", "rejected", "problems", "closest")
     query: Query
     stacks: tuple[Stack, ...]  # best first, at most query.limit per framework
     more: dict[str, int]  # framework name -> compatible stacks beyond the limit

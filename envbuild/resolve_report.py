@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from envbuild._record import TYPE_CHECKING
 from envbuild.matrix import Matrix
 from envbuild.resolve import (
     FAILURE_ORDER,
@@ -15,6 +15,9 @@ from envbuild.resolve import (
     native_cuda_of,
 )
 from envbuild.versions import format_driver, format_minor
+
+if TYPE_CHECKING:
+    from typing import Any
 
 GROUP_TITLES = {
     "framework": "excluded by --framework",

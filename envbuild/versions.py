@@ -53,8 +53,9 @@ def _pad(parts: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def parse_driver(text: str, *, flag: str = "--driver") -> Driver:
-    match = _DRIVER_RE.match(text.strip())
-    if not match:
+    text = text.strip()
+    match = _DRIVER_RE.match(text)
+    if not match or (text[:1] in "Rr" and match.group(2) is not None):
         raise UsageError(
             f"{flag} {text!r} is not an NVIDIA driver version",
             fix=f"give {DRIVER_FORMS} (nvidia-smi prints it as 'Driver Version')",

@@ -1,0 +1,103 @@
+"""`envbuild matrix check`: broken data is caught with the file, the row and what to fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envbuild.cli import main
+
+
+def check(capsys: pytest.CaptureFixture[str], root: Path) -> tuple[int, str]:
+    code = main(["matrix", "check", "--matrix", str(root)])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"fixture drift: {old!r} not in {path.name}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_bundled_matrix_passes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = check(capsys, Path(__file__).resolve().parent.parent / "matrix")
+    assert code == 0, out
+    assert "matrix OK" in out
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "expected"),
+    [
+        (
+            "drivers.toml",
+            'source = "https://docs.nvidia.com/cuda/archive/13.2.2/',
+            'source = "Table 3 of docs.nvidia.com/cuda/archive/13.2.2/',
+            "an http(s) URL",
+        ),
+        ("drivers.toml", 'min_driver = "550.54.14"', 'min_driver = "550-54-14"', "expected a driver version"),
+        ("drivers.toml", 'min_driver = "550.54.14"', 'min_driver = "530.1.1"', "lower than CUDA"),
+        (
+            "drivers.toml",
+            'label = "CUDA 12.4 Update 1"\nga = false',
+            'label = "CUDA 12.4 Update 1"\nga = true',
+            "exactly one is needed",
+        ),
+        ("gpus.toml", 'name = "L4"', 'name = "L4"\nconfidence = "maybe"', "expected one of"),
+        ("frameworks/torch.toml", 'cuda = "12.4"', 'cuda = "12.7"', "CUDA 12.7 is not a CUDA release"),
+        (
+            "frameworks/torch.toml",
+            'pypi_variant = "cu124"',
+            'pypi_variant = "cu999"',
+            "pypi_variant 'cu999' is not one of its variants",
+        ),
+        (
+            "frameworks/torch.toml",
+            'arch = "5.0;6.0;7.0;7.5;8.0;8.6;9.0"',
+            'arch = "hopper"',
+            "expected an arch list",
+        ),
+        ("frameworks/jax.toml", "\n  [[release.variant]]\n", "\n  [[release.variants]]\n", "unknown key"),
+        ("cuda.toml", "\n[[image]]\n", "\n[[images]]\n", "did you mean 'image'"),
+        ("drivers.toml", "[[cuda]]", "[[cuda]\n", "not valid TOML"),
+    ],
+)
+def test_broken_rows_are_named(
+    capsys: pytest.CaptureFixture[str], matrix_copy: Path, file: str, old: str, new: str, expected: str
+) -> None:
+    edit(matrix_copy / file, old, new)
+    code, out = check(capsys, matrix_copy)
+    assert code == 1
+    assert expected in out
+    assert file.split("/")[-1] in out
+    assert "Traceback" not in out
+
+
+def test_duplicate_gpu_alias(capsys: pytest.CaptureFixture[str], matrix_copy: Path) -> None:
+    gpus = matrix_copy / "gpus.toml"
+    gpus.write_text(
+        gpus.read_text() + '\n[[gpu]]\nname = "H100 clone"\naliases = ["h100-sxm"]\n'
+        'compute_capability = "9.0"\narchitecture = "Hopper"\n'
+        'source = "https://developer.nvidia.com/cuda-gpus"\n'
+    )
+    code, out = check(capsys, matrix_copy)
+    assert code == 1
+    assert "aliases must be unique" in out
+
+
+def test_branch_contradicting_floors(capsys: pytest.CaptureFixture[str], matrix_copy: Path) -> None:
+    edit(
+        matrix_copy / "drivers.toml",
+        'branch = 550\nnative_cuda = "12.4"',
+        'branch = 550\nnative_cuda = "12.3"',
+    )
+    code, out = check(capsys, matrix_copy)
+    assert code == 1
+    assert "R550 says native CUDA 12.3" in out
+
+
+def test_cache_follows_content(capsys: pytest.CaptureFixture[str], matrix_copy: Path) -> None:
+    assert check(capsys, matrix_copy)[0] == 0
+    edit(matrix_copy / "gpus.toml", 'name = "L4"', 'name = "L4"\nbogus = 1')
+    assert check(capsys, matrix_copy)[0] == 1  # the cached good parse is not reused

@@ -1,0 +1,145 @@
+"""Property: every returned stack satisfies every constraint, and no rejected candidate would have.
+
+The oracle below re-derives the rules from their statement (README "Resolution rules") without the
+resolver's code paths, over the whole bundled matrix and random queries.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envbuild.matrix import Matrix, Release, Variant, load_matrix
+from envbuild.query import Query, build_query
+from envbuild.resolve import candidate_label, resolve
+from tests.conftest import MATRIX_DIR
+
+
+@cache
+def bundled() -> Matrix:
+    return load_matrix(MATRIX_DIR)
+
+
+FRAMEWORK_TEXTS = [
+    "torch",
+    "tensorflow",
+    "jax",
+    "torch==2.5.*",
+    "torch>=2.8",
+    "tf<2.16",
+    "jax>=0.6,<0.8",
+    "pytorch<2",
+    "jax==0.4.*",
+]
+CUDA_TEXTS = [None, "12.4", ">=12.1", "<12", ">=12,<13", "13", "11.8", ">=13.1"]
+PYTHONS = [None, "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14"]
+GPU_TEXTS = [
+    "H100",
+    "L4",
+    "RTX 5090",
+    "V100",
+    "T4",
+    "A100",
+    "B200",
+    "sm_75",
+    "8.6",
+    "12.1",
+    "Tesla K80",
+    "GB10",
+]
+
+
+def drivers(matrix: Matrix) -> st.SearchStrategy[str]:
+    branches = st.sampled_from(sorted(matrix.branches)).map(str)
+    full = st.tuples(st.integers(445, 625), st.integers(0, 200), st.integers(0, 99)).map(
+        lambda t: f"{t[0]}.{t[1]}.{t[2]:02d}"
+    )
+    floors = st.sampled_from([".".join(map(str, c.min_driver)) for c in matrix.cuda if c.min_driver])
+    return st.one_of(branches, full, floors)
+
+
+def options(matrix: Matrix, variant: Variant) -> list[tuple[int, int]]:
+    if variant.cuda:
+        return [variant.cuda]
+    major = variant.cuda_min[0]
+    return [
+        m for m, row in matrix.ga_floor.items() if m[0] == major and m >= variant.cuda_min and row.min_driver
+    ]
+
+
+def covered(variant: Variant, cc: tuple[int, int], native: bool) -> bool:
+    sass = any(s[0] == cc[0] and s[1] <= cc[1] for s in variant.arch.sass)
+    return sass or (native and any(p <= cc for p in variant.arch.ptx))
+
+
+def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -> bool:
+    """Does some CUDA choice of this candidate meet every constraint?"""
+    if spec is not None and release.version not in spec:
+        return False
+    if q.python is not None and q.python not in release.python:
+        return False
+    for cuda in options(matrix, variant):
+        if q.cuda is not None and f"{cuda[0]}.{cuda[1]}" not in q.cuda:
+            continue
+        native = q.driver.at_least(matrix.ga_floor[cuda].min_driver)
+        compat = q.compat == "minor" and q.driver.at_least(matrix.minor_compat[cuda[0]].min_driver)
+        if not (native or compat):
+            continue
+        if all(covered(variant, gpu.cc, native) for gpu in q.gpus):
+            return True
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_stacks_and_rejections_agree_with_the_rules(data: st.DataObject) -> None:
+    matrix = bundled()
+    query = build_query(
+        matrix,
+        driver=data.draw(drivers(matrix), label="driver"),
+        gpus=data.draw(st.lists(st.sampled_from(GPU_TEXTS), max_size=2), label="gpus"),
+        frameworks=data.draw(
+            st.lists(st.sampled_from(FRAMEWORK_TEXTS), max_size=2, unique=True), label="frameworks"
+        ),
+        python=data.draw(st.sampled_from(PYTHONS), label="python"),
+        cuda=data.draw(st.sampled_from(CUDA_TEXTS), label="cuda"),
+        compat=data.draw(st.sampled_from(["native", "minor"]), label="compat"),
+        limit=data.draw(st.sampled_from([None, 1, 3, 50]), label="limit"),
+    )
+    result = resolve(matrix, query)
+    targets = [(f.framework, f.specifier) for f in query.frameworks] or [
+        (fw, None) for fw in matrix.frameworks
+    ]
+    spec_of = {fw.name: spec for fw, spec in targets}
+
+    for stack in result.stacks:
+        spec = spec_of[stack.framework.name]
+        assert oracle(matrix, query, spec, stack.release, stack.variant)
+        assert query.driver.at_least(stack.min_driver)
+        assert stack.cuda in options(matrix, stack.variant)
+        assert query.python is None or stack.python == query.python
+        assert all(covered(stack.variant, g.cc, stack.mode == "native") for g in query.gpus)
+    for rejection in result.rejected:
+        spec = spec_of[rejection.framework.name]
+        label = candidate_label(rejection.framework, rejection.release, rejection.variant)
+        assert not oracle(matrix, query, spec, rejection.release, rejection.variant), label
+
+    # every candidate is accounted for exactly once, and the best stack per framework is the
+    # newest release the oracle accepts
+    for framework, spec in targets:
+        accepted = [
+            (r, v) for r in framework.releases for v in r.variants if oracle(matrix, query, spec, r, v)
+        ]
+        mine = [s for s in result.stacks if s.framework.name == framework.name]
+        rejected = [r for r in result.rejected if r.framework.name == framework.name]
+        assert len(accepted) + len(rejected) == sum(len(r.variants) for r in framework.releases)
+        if result.problems:
+            assert mine == []
+        elif accepted:
+            assert mine, framework.name
+            assert mine[0].release.key == max(r.key for r, _ in accepted)
+            assert len(mine) == min(query.limit, len(accepted))
+        else:
+            assert mine == []

@@ -1,0 +1,58 @@
+"""The installed tool works from any directory: matrix/ and templates/ ship inside the wheel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO)], check=True
+    )
+    wheel = next(dist.glob("envbuild-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "envbuild/_data/matrix/drivers.toml" in names
+    assert "envbuild/_data/matrix/frameworks/torch.toml" in names
+    assert "envbuild/_data/templates/README.md" in names
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(wheel)], check=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("ENVBUILD_MATRIX", "PYTHONPATH")}
+    env["ENVBUILD_CACHE_DIR"] = str(tmp_path / "cache")
+    done = subprocess.run(
+        [str(venv / "bin" / "envbuild"), "resolve", "--driver", "550"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("driver R550 runs CUDA <= 12.4 natively")
+    assert "12.4" in done.stdout
+    where = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "from envbuild.matrix import default_matrix_dir; print(default_matrix_dir())",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert str(venv) in where.stdout and "_data" in where.stdout
