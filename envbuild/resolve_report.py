@@ -14,7 +14,7 @@ from envbuild.resolve import (
     candidate_label,
     native_cuda_of,
 )
-from envbuild.versions import format_driver, format_minor
+from envbuild.versions import Driver, format_driver, format_minor
 
 if TYPE_CHECKING:
     from typing import Any
@@ -71,6 +71,7 @@ def to_json(resolution: Resolution, matrix: Matrix) -> str:
         "driver": str(resolution.query.driver),
         "native_cuda": format_minor(native) if native else None,
         "compat": resolution.query.compat,
+        "branch": _branch_json(matrix, resolution.query.driver.branch),
         "matrix_digest": matrix.digest,
         "stacks": [stack_json(s) for s in resolution.stacks],
         "rejected": [rejection_json(r) for r in resolution.rejected],
@@ -78,6 +79,19 @@ def to_json(resolution: Resolution, matrix: Matrix) -> str:
         "closest": [closest_json(r) for r in resolution.closest],
     }
     return json.dumps(document, indent=2)
+
+
+def _branch_json(matrix: Matrix, branch: int) -> dict[str, Any] | None:
+    row = matrix.branches.get(branch)
+    if row is None:
+        return None
+    return {
+        "branch": branch,
+        "type": row.type,
+        "eol": row.eol,
+        "native_cuda": format_minor(row.native_cuda),
+        "confidence": row.prov.confidence,
+    }
 
 
 def install_hint(stack: Stack) -> str:
@@ -107,7 +121,7 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
     native = native_cuda_of(matrix, query.driver)
     lines = []
     runs = f"runs CUDA <= {format_minor(native)} natively" if native else "runs no CUDA 11+"
-    header = f"driver {query.driver} {runs}"
+    header = f"driver {query.driver}{_branch_note(matrix, query.driver)} {runs}"
     if query.compat == "minor":
         majors = sorted(m for m, row in matrix.minor_compat.items() if query.driver.at_least(row.min_driver))
         if majors:
@@ -187,6 +201,18 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
             else:
                 lines.append(f"  {label}: {reasons}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _branch_note(matrix: Matrix, driver: Driver) -> str:
+    """ " (PB, EOL 2025-04)": a researcher on a fixed driver wants to know how long it lasts."""
+    row = matrix.branches.get(driver.branch)
+    if row is None:
+        return ""
+    parts = [] if driver.bare else [f"R{driver.branch}"]
+    parts.append(f"{row.type}, type {row.prov.confidence}" if row.prov.confidence else row.type)
+    if row.eol:
+        parts.append(f"EOL {row.eol}")
+    return f" ({', '.join(parts)})"
 
 
 def _miss_cuda(miss: Rejection) -> str:

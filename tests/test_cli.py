@@ -36,7 +36,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, s
 def test_resolve_550_text(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, "resolve", "--driver", "550")
     assert code == 0, err
-    assert out.startswith("driver R550 runs CUDA <= 12.4 natively")
+    assert out.startswith("driver R550 (PB, EOL 2025-04) runs CUDA <= 12.4 natively")
     assert "Compatible stacks" in out and "Rejected (" in out
     assert "needs driver >= 560.28.03 (CUDA 12.6), you have R550" in out
     assert "pip install 'torch==" in out

@@ -41,7 +41,7 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("driver R550 runs CUDA <= 12.4 natively")
+    assert done.stdout.startswith("driver R550 (PB, EOL 2025-04) runs CUDA <= 12.4 natively")
     assert "12.4" in done.stdout
     where = subprocess.run(
         [
