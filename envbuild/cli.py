@@ -87,6 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="stacks to show per framework (default 1, or 5 with --framework)",
     )
+    resolve.add_argument(
+        "--strategy",
+        choices=("wheels", "base-image", "conda"),
+        help="only stacks that fit this CUDA strategy (wheels: the framework brings its CUDA runtime; "
+        "base-image: an nvidia/cuda cuDNN image exists for it)",
+    )
+    resolve.add_argument(
+        "--os", metavar="NAME", help="base OS for --strategy base-image (default ubuntu22.04)"
+    )
     resolve.add_argument("--json", action="store_true", help="print JSON instead of text")
     resolve.add_argument(
         "-v",
@@ -129,6 +138,8 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         cuda=args.cuda,
         compat=args.compat,
         limit=args.limit,
+        strategy=args.strategy,
+        os=args.os,
     )
     resolution = resolve(matrix, query)
     output = to_json(resolution, matrix) if args.json else to_text(resolution, matrix, verbose=args.verbose)
@@ -160,7 +171,7 @@ def _cmd_matrix(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
         matrix = load_matrix(args.matrix)
         for gpu in sorted(matrix.gpus, key=lambda g: (g.cc, g.name)):
             aliases = f"  (also: {', '.join(gpu.aliases)})" if gpu.aliases else ""
-            print(f"{gpu.cc[0]}.{gpu.cc[1]:<3} {gpu.name}{aliases}")
+            print(f"{f'{gpu.cc[0]}.{gpu.cc[1]}':<6}{gpu.name}{aliases}")
         return EXIT_OK
     parser.parse_args(["matrix", "--help"])
     return EXIT_OK
@@ -184,3 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # a bug: still no traceback unless asked for
+        if os.environ.get("ENVBUILD_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"error: internal error: {type(exc).__name__}: {exc}\n"
+            "  fix: this is a bug in envbuild; rerun with ENVBUILD_DEBUG=1 and report "
+            "the traceback\n"
+        )
+        return EXIT_FAILURE

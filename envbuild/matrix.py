@@ -105,12 +105,23 @@ class Release(Record):
 
 
 class Framework(Record):
-    __slots__ = ("name", "display_name", "package", "aliases", "releases", "prov")
+    __slots__ = ("name", "display_name", "package", "aliases", "conda_packages", "releases", "prov")
     name: str
     display_name: str
     package: str
     aliases: tuple[str, ...]
+    conda_packages: tuple[str, ...]  # conda-forge names; the last carries the CUDA build string
     releases: tuple[Release, ...]  # newest first
+    prov: Provenance
+
+
+class OperatingSystem(Record):
+    __slots__ = ("name", "image", "family", "python", "glibc", "prov")
+    name: str  # as nvidia/cuda tags spell it: ubuntu22.04
+    image: str  # the plain base image
+    family: str  # ubuntu | debian
+    python: tuple[int, int]  # the system python3
+    glibc: tuple[int, int]
     prov: Provenance
 
 
@@ -145,6 +156,7 @@ class Matrix(Record):
         "frameworks",
         "images",
         "cudnn",
+        "oses",
     )
     root: str
     digest: str
@@ -156,6 +168,7 @@ class Matrix(Record):
     frameworks: tuple[Framework, ...]  # torch, tensorflow, jax, then any others by name
     images: tuple[Image, ...]
     cudnn: tuple[CudnnRelease, ...]
+    oses: dict[str, OperatingSystem]
 
     def framework(self, name: str) -> Framework | None:
         wanted = name.lower()
@@ -163,6 +176,11 @@ class Matrix(Record):
             if fw.name == wanted or wanted in fw.aliases:
                 return fw
         return None
+
+    def image_for(self, cuda: tuple[int, int], os_name: str) -> Image | None:
+        """The nvidia/cuda release of that X.Y with cuDNN flavors on that OS (newest patch)."""
+        found = [i for i in self.images if i.cuda[:2] == cuda and os_name in i.cudnn_os]
+        return max(found, key=lambda i: i.cuda) if found else None
 
     def minors_of_major(self, major: int) -> list[tuple[int, int]]:
         """CUDA X.Y minors of a major that have a known GA minimum driver, oldest first."""
@@ -185,7 +203,7 @@ def default_matrix_dir() -> str:
 
 def _matrix_files(root: str) -> list[tuple[str, str]]:
     """(kind, path relative to root) of every data file, in a stable order."""
-    files = [(kind, f"{kind}.toml") for kind in ("drivers", "cuda", "gpus")]
+    files = [(kind, f"{kind}.toml") for kind in ("drivers", "cuda", "gpus", "os")]
     frameworks_dir = os.path.join(root, "frameworks")
     if os.path.isdir(frameworks_dir):
         for name in sorted(os.listdir(frameworks_dir)):
@@ -317,6 +335,7 @@ def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
     frameworks: list[Framework] = []
     images: list[Image] = []
     cudnn: list[CudnnRelease] = []
+    oses: dict[str, OperatingSystem] = {}
     for rel, entry in raw.items():
         data = entry["data"]
         kind = entry["kind"]
@@ -383,6 +402,16 @@ def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
                         _prov(rel, f"[[gpu]] {row['name']}", row),
                     )
                 )
+        elif kind == "os":
+            for row in data["os"]:
+                oses[row["name"]] = OperatingSystem(
+                    row["name"],
+                    row["image"],
+                    row["family"],
+                    parse_minor(row["python"]),
+                    parse_minor(row["glibc"]),
+                    _prov(rel, f"[[os]] {row['name']}", row),
+                )
         else:
             frameworks.append(_build_framework(rel, data))
     order = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
@@ -400,6 +429,7 @@ def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
         tuple(frameworks),
         tuple(images),
         tuple(cudnn),
+        oses,
     )
 
 
@@ -435,6 +465,7 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
         head["display_name"],
         head["package"],
         tuple(a.lower() for a in head.get("aliases", ())),
+        tuple(head.get("conda_packages", ())) or (head["package"],),
         tuple(releases),
         _prov(rel, "[framework]", head),
     )

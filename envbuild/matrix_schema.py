@@ -17,6 +17,7 @@ from envbuild.versions import parse_compute_capability, parse_driver_floor, pars
 CONFIDENCE_LEVELS = ("secondary", "unconfirmed", "disputed")
 BRANCH_TYPES = ("LTSB", "PB", "NFB", "dev")
 CUDA_FROM = ("wheels", "system")
+OS_FAMILIES = ("ubuntu", "debian")
 _URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
 _PY_RE = re.compile(r"^3\.\d{1,2}$")
 _RELEASE_RE = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
@@ -142,11 +143,20 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "max_driver_branch": (INT, False),
         **PROVENANCE,
     },
+    "os": {
+        "name": (STR, True),
+        "image": (STR, True),
+        "family": (_one_of(OS_FAMILIES), True),
+        "python": (MINOR, True),
+        "glibc": (MINOR, True),
+        **PROVENANCE,
+    },
     "framework": {
         "name": (STR, True),
         "display_name": (STR, True),
         "package": (STR, True),
         "aliases": (STRINGS, False),
+        "conda_packages": (STRINGS, False),
         **PROVENANCE,
     },
     "release": {
@@ -175,6 +185,7 @@ FILE_TABLES: dict[str, dict[str, bool]] = {
     "drivers": {"cuda": True, "minor_compat": True, "branch": True},
     "cuda": {"cudnn": True, "image": True},
     "gpus": {"gpu": True},
+    "os": {"os": True},
     "framework": {"framework": False, "release": True},
 }
 

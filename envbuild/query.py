@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
 COMPAT_MODES = ("native", "minor")
+STRATEGIES = ("wheels", "base-image", "conda")
 _FRAMEWORK_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.-]*)\s*(.*?)\s*$")
 _NAME_JUNK = re.compile(r"[\s_\-]+")
 _VENDOR_PREFIXES = ("nvidia", "geforce", "tesla", "quadro")
@@ -30,7 +31,18 @@ class FrameworkFilter(Record):
 
 
 class Query(Record):
-    __slots__ = ("driver", "gpus", "frameworks", "python", "cuda", "cuda_text", "compat", "limit")
+    __slots__ = (
+        "driver",
+        "gpus",
+        "frameworks",
+        "python",
+        "cuda",
+        "cuda_text",
+        "compat",
+        "limit",
+        "strategy",
+        "os",
+    )
     driver: Driver
     gpus: tuple[Gpu, ...]
     frameworks: tuple[FrameworkFilter, ...]  # empty: every framework, best stack of each
@@ -39,6 +51,8 @@ class Query(Record):
     cuda_text: str | None
     compat: str
     limit: int
+    strategy: str | None  # wheels | base-image | conda; None: any
+    os: str | None  # base OS; base-image looks for nvidia/cuda tags on it
 
 
 def _specifier_set(text: str, *, flag: str, example: str) -> SpecifierSet:
@@ -176,6 +190,8 @@ def build_query(
     cuda: str | None = None,
     compat: str = "native",
     limit: int | None = None,
+    strategy: str | None = None,
+    os: str | None = None,
 ) -> Query:
     parsed_driver = parse_driver(driver)
     if parsed_driver.bare and parsed_driver.branch not in matrix.branches:
@@ -211,6 +227,19 @@ def build_query(
         )
     if limit is not None and limit < 1:
         raise UsageError(f"--limit {limit} must be 1 or more", fix="e.g. --limit 5")
+    if strategy is not None and strategy not in STRATEGIES:
+        raise UsageError(
+            f"--strategy {strategy!r} is not a CUDA strategy", fix=f"use one of: {', '.join(STRATEGIES)}"
+        )
+    if os is not None and os not in matrix.oses:
+        import difflib
+
+        close = difflib.get_close_matches(os, list(matrix.oses), n=2)
+        hint = f"did you mean {' or '.join(close)}? " if close else ""
+        raise UsageError(
+            f"--os {os!r} is not an OS envbuild renders images for",
+            fix=f"{hint}known: {', '.join(matrix.oses)}",
+        )
     default_limit = 5 if parsed_frameworks else 1
     return Query(
         parsed_driver,
@@ -221,4 +250,6 @@ def build_query(
         cuda.strip() if cuda else None,
         compat,
         limit or default_limit,
+        strategy,
+        os,
     )

@@ -21,7 +21,7 @@ from envbuild.query import Query
 from envbuild.versions import format_cc, format_driver, format_minor, sm_name
 
 # The order in which a rejected candidate's failures are reported: the first one is its reason.
-FAILURE_ORDER = ("framework", "python", "cuda", "driver", "gpu")
+FAILURE_ORDER = ("framework", "python", "cuda", "strategy", "driver", "gpu")
 
 COMPAT_CAVEAT = (
     "runs CUDA {cuda} on driver {driver} through minor-version compatibility: PTX JIT of newer "
@@ -159,6 +159,9 @@ class _Resolver:
                 Failure("cuda", f"CUDA {shown} does not match --cuda '{query.cuda_text}'", "dropping --cuda")
             )
         considered = wanted or options
+        strategy_failure, considered = self._strategy_filter(variant, considered)
+        if strategy_failure:
+            failures.append(strategy_failure)
         native = [c for c in considered if self.native_ok(c)]
         compat = [c for c in considered if self.compat_ok(c)]
         chosen, mode = None, "native"
@@ -176,6 +179,28 @@ class _Resolver:
             failures.sort(key=lambda f: FAILURE_ORDER.index(f.kind))
             return Rejection(fw, release, variant, tuple(failures))
         return self._stack(fw, release, variant, chosen, python, mode)
+
+    def _strategy_filter(
+        self, variant: Variant, considered: list[tuple[int, int]]
+    ) -> tuple[Failure | None, list[tuple[int, int]]]:
+        """wheels needs a build that brings its CUDA runtime; base-image needs an nvidia/cuda image."""
+        strategy = self.query.strategy
+        if strategy == "wheels" and variant.cuda_from != "wheels":
+            return Failure(
+                "strategy", "brings no CUDA runtime of its own (needs a system CUDA)", "--strategy base-image"
+            ), considered
+        if strategy == "base-image" and considered:
+            os_name = self.query.os or "ubuntu22.04"
+            with_image = [c for c in considered if self.matrix.image_for(c, os_name)]
+            if not with_image:
+                shown = "/".join(format_minor(c) for c in considered[-3:])
+                return Failure(
+                    "strategy",
+                    f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}",
+                    "--strategy wheels",
+                ), considered
+            return None, with_image
+        return None, considered
 
     def _driver_failure(self, considered: list[tuple[int, int]], compat: list[tuple[int, int]]) -> Failure:
         lowest = considered[0]

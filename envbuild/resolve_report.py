@@ -23,6 +23,7 @@ GROUP_TITLES = {
     "framework": "excluded by --framework",
     "python": "no wheels for the requested Python",
     "cuda": "CUDA does not match --cuda",
+    "strategy": "does not fit the CUDA strategy",
     "driver": 'driver too old ("CUDA driver version is insufficient")',
     "gpu": 'GPU not covered ("no kernel image is available for execution on the device")',
 }

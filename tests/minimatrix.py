@@ -147,6 +147,24 @@ confidence = "secondary"
 {SRC}
 """
 
+OSES = f"""
+[[os]]
+name = "ubuntu22.04"
+image = "ubuntu:22.04"
+family = "ubuntu"
+python = "3.10"
+glibc = "2.35"
+{SRC}
+
+[[os]]
+name = "debian12"
+image = "debian:bookworm-slim"
+family = "debian"
+python = "3.11"
+glibc = "2.36"
+{SRC}
+"""
+
 # "fw": fixed-CUDA builds; 2.0 is newest but needs CUDA 12.6 or 13.0.
 FW = f"""
 [framework]
@@ -231,6 +249,7 @@ def write_minimatrix(root: Path) -> Path:
     (root / "drivers.toml").write_text(DRIVERS)
     (root / "cuda.toml").write_text(CUDA)
     (root / "gpus.toml").write_text(GPUS)
+    (root / "os.toml").write_text(OSES)
     (root / "frameworks" / "fw.toml").write_text(FW)
     (root / "frameworks" / "ranged.toml").write_text(RANGED)
     return root

@@ -80,8 +80,14 @@ def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -
         return False
     if q.python is not None and q.python not in release.python:
         return False
+    if q.strategy == "wheels" and variant.cuda_from != "wheels":
+        return False
     for cuda in options(matrix, variant):
         if q.cuda is not None and f"{cuda[0]}.{cuda[1]}" not in q.cuda:
+            continue
+        if q.strategy == "base-image" and not any(
+            i.cuda[:2] == cuda and (q.os or "ubuntu22.04") in i.cudnn_os for i in matrix.images
+        ):
             continue
         native = q.driver.at_least(matrix.ga_floor[cuda].min_driver)
         compat = q.compat == "minor" and q.driver.at_least(matrix.minor_compat[cuda[0]].min_driver)
@@ -107,6 +113,8 @@ def test_stacks_and_rejections_agree_with_the_rules(data: st.DataObject) -> None
         cuda=data.draw(st.sampled_from(CUDA_TEXTS), label="cuda"),
         compat=data.draw(st.sampled_from(["native", "minor"]), label="compat"),
         limit=data.draw(st.sampled_from([None, 1, 3, 50]), label="limit"),
+        strategy=data.draw(st.sampled_from([None, "wheels", "base-image", "conda"]), label="strategy"),
+        os=data.draw(st.sampled_from([None, "ubuntu22.04", "ubuntu24.04", "debian12"]), label="os"),
     )
     result = resolve(matrix, query)
     targets = [(f.framework, f.specifier) for f in query.frameworks] or [

@@ -194,3 +194,14 @@ def test_repeated_framework_flags_combine(mini: Matrix) -> None:
     query = build_query(mini, driver="580", frameworks=["fw", "fw<2", "framework>=1.0.1"])
     assert len(query.frameworks) == 1
     assert labels(resolve(mini, query)) == ["fw 1.0.1 [cu124]", "fw 1.0.1 [cu118]"]
+
+
+def test_strategy_filters(mini: Matrix) -> None:
+    base = run(mini, driver="580", frameworks=["fw"], strategy="base-image", limit=10)
+    assert labels(base) == ["fw 1.0.1 [cu124]", "fw 1.0.0 [cu124]"]  # only 12.4.1 has an image
+    assert reasons(base)["fw 2.0.0 [cu130]"] == "no nvidia/cuda cuDNN image for CUDA 13.0 on ubuntu22.04"
+    other_os = run(mini, driver="580", frameworks=["fw"], strategy="base-image", os="debian12")
+    assert other_os.stacks == ()
+    ranged = run(mini, driver="580", frameworks=["ranged"], strategy="base-image")
+    assert ranged.stacks[0].cuda == (12, 4)  # the newest minor that has an image
+    assert run(mini, driver="580", frameworks=["fw"], strategy="wheels").stacks

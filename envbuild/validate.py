@@ -1,0 +1,175 @@
+"""Checks for every user value that can reach a Dockerfile, a requirements file or a label.
+
+A value is accepted only when it matches what the field means (a PEP 508 requirement, a Debian
+package name, an image reference...) and carries none of the shell metacharacters that would let it
+escape into a command. Each check returns the cleaned value or raises ValueError saying what is
+accepted; spec.py adds the file, table and key.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Anything that could end a Dockerfile instruction or chain a shell command.
+FORBIDDEN = ("\n", "\r", "&&", "||", ";", "`", "$(", "${", "\\", "\x00")
+
+_APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
+_CONDA_RE = re.compile(
+    r"^[a-z0-9_][a-z0-9_.-]*(\s*(==|=|>=|<=|>|<|!=)\s*[A-Za-z0-9_.*+!-]+){0,2}"
+    r"(,\s*(>=|<=|>|<|!=|==)\s*[A-Za-z0-9_.*+!-]+)*$",
+    re.IGNORECASE,
+)
+_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%/+@:=-]*)?$")
+_IMAGE_RE = re.compile(
+    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?"
+    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+_REPOSITORY_RE = re.compile(
+    r"^(?:[a-zA-Z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
+)
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_LABEL_KEY_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+TAG_FIELDS = ("framework", "framework_version", "cuda", "python", "target")
+
+
+def reject_metacharacters(value: str) -> str:
+    for bad in FORBIDDEN:
+        if bad in value:
+            shown = {
+                "\n": "a newline",
+                "\r": "a carriage return",
+                "\x00": "a NUL byte",
+                "\\": "a backslash",
+            }.get(bad, repr(bad))
+            raise ValueError(f"contains {shown}, which could escape into a shell command")
+    if any(ord(ch) < 32 for ch in value):
+        raise ValueError("contains a control character")
+    return value
+
+
+def pip_requirement(value: str) -> str:
+    reject_metacharacters(value)
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        requirement = Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(f"is not a PEP 508 requirement ({exc}); accepted: e.g. 'numpy>=1.26'") from None
+    if requirement.url and not requirement.url.startswith("https://"):
+        raise ValueError("direct references must be https:// URLs")
+    return str(requirement)
+
+
+def apt_package(value: str) -> str:
+    reject_metacharacters(value)
+    if not _APT_RE.match(value):
+        raise ValueError(
+            "is not a Debian package name (lowercase letters, digits, + - . and an "
+            "optional =version); accepted: e.g. 'libgl1' or 'git=1:2.39.5-0+deb12u1'"
+        )
+    return value
+
+
+def conda_spec(value: str) -> str:
+    reject_metacharacters(value)
+    if not _CONDA_RE.match(value.strip()):
+        raise ValueError("is not a conda match spec; accepted: e.g. 'numpy', 'numpy=1.26', 'numpy>=1.26,<2'")
+    return value.strip()
+
+
+def url(value: str) -> str:
+    reject_metacharacters(value)
+    if not _URL_RE.match(value):
+        raise ValueError(
+            "is not an http(s) URL without spaces or quotes; accepted: e.g. 'https://pypi.org/simple'"
+        )
+    return value
+
+
+def image_ref(value: str) -> str:
+    reject_metacharacters(value)
+    if not _IMAGE_RE.match(value):
+        raise ValueError(
+            "is not an image reference; accepted: e.g. 'ubuntu:22.04', "
+            "'registry.local:5000/base/debian:bookworm@sha256:<64 hex>'"
+        )
+    return value
+
+
+def repository(value: str) -> str:
+    reject_metacharacters(value)
+    if not _REPOSITORY_RE.match(value):
+        raise ValueError(
+            "is not an image repository (lowercase path, optional registry host); "
+            "accepted: e.g. 'ghcr.io/acme/train'"
+        )
+    return value
+
+
+def tag_template(value: str) -> str:
+    """A tag with {framework}, {framework_version}, {cuda}, {python} or {target} placeholders."""
+    reject_metacharacters(value)
+    sample = {field: "x" for field in TAG_FIELDS}
+    try:
+        expanded = value.format(**sample)
+    except (KeyError, IndexError, ValueError):
+        raise ValueError(
+            f"may only use the placeholders {', '.join('{' + f + '}' for f in TAG_FIELDS)}"
+        ) from None
+    if not _TAG_RE.match(expanded):
+        raise ValueError(
+            "does not make a valid tag (letters, digits, _ . -, at most 128, not starting with . or -)"
+        )
+    return value
+
+
+def expand_tag(template: str, fields: dict[str, str]) -> str:
+    tag = template.format(**fields).replace("+", "_")
+    if not _TAG_RE.match(tag):
+        raise ValueError(f"tag template {template!r} expands to {tag!r}, which is not a valid tag")
+    return tag
+
+
+def label_key(value: str) -> str:
+    reject_metacharacters(value)
+    if not _LABEL_KEY_RE.match(value):
+        raise ValueError("is not a label key (lowercase reverse-DNS style, e.g. 'com.example.team')")
+    if value.startswith("io.envbuild."):
+        raise ValueError("is reserved: envbuild writes the io.envbuild.* labels itself")
+    return value
+
+
+def free_text(value: str) -> str:
+    """Label and environment values: any printable text without shell metacharacters."""
+    reject_metacharacters(value)
+    if len(value) > 1024:
+        raise ValueError("is longer than 1024 characters")
+    return value
+
+
+def env_name(value: str) -> str:
+    reject_metacharacters(value)
+    if not _ENV_NAME_RE.match(value):
+        raise ValueError("is not an environment variable name (letters, digits, _)")
+    return value
+
+
+def user_name(value: str) -> str:
+    reject_metacharacters(value)
+    if not _USER_RE.match(value):
+        raise ValueError("is not a Linux user name (lowercase, digits, _ -, at most 32)")
+    if value in ("root", "0"):
+        raise ValueError("would run the image as root; images run as a non-root user")
+    return value
+
+
+def target_name(value: str) -> str:
+    reject_metacharacters(value)
+    if not _NAME_RE.match(value):
+        raise ValueError("is not a target name (lowercase letters, digits, _ . -)")
+    return value
