@@ -105,6 +105,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_matrix_option(resolve)
 
+    render = commands.add_parser(
+        "render",
+        formatter_class=_HelpFormatter,
+        help="render Dockerfiles and conda specs from envbuild.toml",
+        description="Resolve each target of envbuild.toml and write its build context to DIR/<target>/: "
+        "Dockerfile, requirement files or environment.yml, the smoke program, .dockerignore, stack.json.",
+    )
+    render.add_argument(
+        "-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml"
+    )
+    render.add_argument("-o", "--output", default="build", metavar="DIR", help="default: build/")
+    render.add_argument("--target", metavar="NAME", help="only this [[target]] (default: all)")
+    render.add_argument(
+        "--base-image", metavar="REF", help="replace the base image (mirrors, private registries)"
+    )
+    render.add_argument(
+        "--wheelhouse",
+        metavar="DIR",
+        help="air-gapped: copy these wheels into the context and install with --no-index",
+    )
+    render.add_argument("--stdout", action="store_true", help="print the Dockerfile(s) instead of writing")
+    _add_matrix_option(render)
+
+    init = commands.add_parser(
+        "init", formatter_class=_HelpFormatter, help="write a commented starter envbuild.toml"
+    )
+    init.add_argument("-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml")
+    init.add_argument("--force", action="store_true", help="overwrite an existing file")
+
     matrix = commands.add_parser(
         "matrix", formatter_class=_HelpFormatter, help="inspect and validate the compatibility data"
     )
@@ -147,6 +176,41 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     return EXIT_OK if resolution.stacks else EXIT_NO_STACK
 
 
+def _cmd_render(args: argparse.Namespace) -> int:
+    from envbuild.matrix import load_matrix
+    from envbuild.plan import build_plan
+    from envbuild.render import check_output_dir, render_files, write_context
+    from envbuild.spec import load_spec
+
+    spec = load_spec(args.file)
+    matrix = load_matrix(args.matrix)
+    check_output_dir(args.output)
+    plans = [
+        build_plan(matrix, spec, target, base_image=args.base_image, wheelhouse=args.wheelhouse is not None)
+        for target in spec.target(args.target)
+    ]  # every target resolves before anything is written
+    rendered = [(plan, render_files(plan)) for plan in plans]
+    for plan, files in rendered:
+        if args.stdout:
+            sys.stdout.write(f"# ---- {plan.target}/Dockerfile\n" if len(rendered) > 1 else "")
+            sys.stdout.write(files["Dockerfile"].decode())
+            continue
+        where = write_context(files, args.output, plan.target, wheelhouse=args.wheelhouse, plan=plan)
+        doc = plan.stack_document
+        print(
+            f"{where}: {doc['framework']} {doc['framework_version']} ({doc['variant']}, CUDA {doc['cuda']}), "
+            f"Python {plan.python}, {plan.strategy} on {plan.base_image}"
+        )
+    return EXIT_OK
+
+
+def _cmd_init(args: argparse.Namespace) -> int:
+    from envbuild.init import write_starter
+
+    print(f"wrote {write_starter(args.file, force=args.force)}; next: envbuild render -f {args.file}")
+    return EXIT_OK
+
+
 def _cmd_matrix(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from envbuild.matrix import load_matrix
 
@@ -183,6 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "resolve":
             return _cmd_resolve(args)
+        if args.command == "render":
+            return _cmd_render(args)
+        if args.command == "init":
+            return _cmd_init(args)
         if args.command == "matrix":
             return _cmd_matrix(args, parser)
         parser.print_help()

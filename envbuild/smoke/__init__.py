@@ -1,0 +1,1 @@
+"""Programs that run inside built images, with only the standard library and the framework."""

@@ -1,0 +1,579 @@
+"""JAX smoke training step, run inside a built image as `python /opt/envbuild/smoke.py`.
+
+    python smoke.py [--device auto|gpu|cpu] [--steps N] [--precision fp32|fp16|bf16]
+
+ENVBUILD_SMOKE_DEVICE, ENVBUILD_SMOKE_STEPS and ENVBUILD_SMOKE_PRECISION give the defaults when a flag is
+absent (built-in defaults: auto, 20, fp32). The program trains a tiny seeded model (a 2D convolution, then
+an MLP) to fit a fixed random linear map for N jitted steps of forward, jax.grad and a hand-written Adam
+update (optax is not assumed), and checks the gates import, device, placement, training and precision.
+bf16/fp16 cast parameters and batch for the forward and keep fp32 master weights; fp16 also scales the
+loss (halved on overflow, the step skipped). It prints exactly one JSON report as the last line of stdout
+and exits 0 only when every gate passed, else 1.
+
+Only the standard library, jax and numpy (a jax dependency) are used: envbuild itself is not installed in
+the image. Python 3.8+. XLA_PYTHON_CLIENT_PREALLOCATE defaults to false here, so the smoke step does not
+reserve most of the GPU; set it to override. ENVBUILD_SMOKE_CPU_FP16=1 keeps fp16 on the CPU instead of
+falling back to bf16 (for testing the loss-scaling path on a machine without a GPU).
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.perf_counter()
+
+import argparse  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+
+FRAMEWORK = "jax"
+GATES = ("arguments", "import", "device", "placement", "training", "precision")
+DEVICES = ("auto", "gpu", "cpu")
+DEVICE_ALIASES = {"cuda": "gpu"}
+PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISION_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+MAX_STEPS = 100_000
+LOSSES_KEPT = 100
+USAGE_HINT = (
+    "usage: smoke.py [--device auto|gpu|cpu] [--steps N>=1] [--precision fp32|fp16|bf16], "
+    "or ENVBUILD_SMOKE_DEVICE / ENVBUILD_SMOKE_STEPS / ENVBUILD_SMOKE_PRECISION"
+)
+OVERFLOW_HINT = (
+    "fp16 gradients overflowed and the loss scaler skipped the updates: "
+    "start from a lower loss scale, or use bf16"
+)
+NO_GPU_HINT = "no GPU visible: check nvidia-smi, run with --gpus all, and that the framework build has CUDA"
+
+
+# --------------------------------------------------------------------------------------------------
+# Common part (the same in the three smoke programs, which must stay standalone).
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print usage and exit 2: the report must come out instead
+        raise _ArgumentError(message)
+
+
+def _env_default(name, fallback):
+    value = os.environ.get(name, "").strip()
+    return value if value else fallback
+
+
+def parse_args(argv):
+    """Return (device, steps, precision) or raise _ArgumentError with a one-line reason."""
+    parser = _Parser(prog="smoke.py", description="envbuild smoke training step (%s)." % FRAMEWORK)
+    parser.add_argument("--device", default=_env_default("ENVBUILD_SMOKE_DEVICE", "auto"),
+                        help="auto (GPU when the framework sees one), gpu or cpu")
+    parser.add_argument("--steps", default=_env_default("ENVBUILD_SMOKE_STEPS", "20"),
+                        help="training steps (default 20)")
+    parser.add_argument("--precision", default=_env_default("ENVBUILD_SMOKE_PRECISION", "fp32"),
+                        help="fp32, fp16 or bf16")
+    args = parser.parse_args(argv)
+    device = str(args.device).strip().lower()
+    device = DEVICE_ALIASES.get(device, device)
+    if device not in DEVICES:
+        raise _ArgumentError("--device %r is not one of %s" % (args.device, "|".join(DEVICES)))
+    precision = str(args.precision).strip().lower()
+    precision = PRECISION_ALIASES.get(precision, precision)
+    if precision not in PRECISIONS:
+        raise _ArgumentError("--precision %r is not one of %s" % (args.precision, "|".join(PRECISIONS)))
+    try:
+        steps = int(str(args.steps).strip())
+    except ValueError:
+        raise _ArgumentError("--steps %r is not an integer" % (args.steps,)) from None
+    if not 1 <= steps <= MAX_STEPS:
+        raise _ArgumentError("--steps %d is outside 1..%d" % (steps, MAX_STEPS))
+    return device, steps, precision
+
+
+def new_report(device, steps, precision):
+    return {
+        "framework": FRAMEWORK,
+        "framework_version": None,
+        "python": platform.python_version(),
+        "device_requested": device,
+        "device_used": None,
+        "framework_device": None,
+        "devices": [],
+        "cuda_runtime": None,
+        "cudnn": None,
+        "nccl": None,
+        "precision": precision,
+        "precision_effective": None,
+        "steps": steps,
+        "losses": [],
+        "losses_truncated": False,
+        "loss_first": None,
+        "loss_last": None,
+        "loss_decreased": None,
+        "placement_ok": None,
+        "duration_s": None,
+        "timings_s": {},
+        "passed": False,
+        "gates": {gate: "skipped" for gate in GATES},
+        "failed": [],
+        "notes": [],
+    }
+
+
+def fail(report, gate, detail, hint):
+    detail = " ".join(str(detail).split()) or "(no detail)"
+    if len(detail) > 2000:
+        detail = detail[:2000] + "..."
+    report["failed"].append({"gate": gate, "detail": detail, "hint": hint})
+    report["gates"][gate] = "failed"
+
+
+def passed(report, gate):
+    if report["gates"].get(gate) != "failed":
+        report["gates"][gate] = "passed"
+
+
+def describe_exception(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def cpu_device_entry():
+    name = platform.processor() or platform.machine() or "cpu"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.lower().startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    entry = {"name": name, "kind": "cpu", "cores": os.cpu_count()}
+    try:
+        entry["memory_total_bytes"] = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        pass
+    return entry
+
+
+def nvidia_device_nodes():
+    return sorted(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def no_gpu_detail(framework_says):
+    nodes = nvidia_device_nodes()
+    if nodes:
+        where = "%s exist(s), so the container has a GPU but the framework cannot use it" % ", ".join(nodes)
+    else:
+        where = "no /dev/nvidia* device node in this container"
+    return "--device gpu but %s; %s" % (framework_says, where)
+
+
+def _json_safe(value):
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def round_loss(value):
+    value = float(value)
+    if not math.isfinite(value):
+        return value
+    return float("%.6g" % value)
+
+
+def record_losses(report, losses, final_loss):
+    """losses: the per-step training losses (before each update); final_loss: after the last update."""
+    kept = [round_loss(v) for v in losses]
+    if len(kept) > LOSSES_KEPT:
+        half = LOSSES_KEPT // 2
+        kept = kept[:half] + kept[-half:]
+        report["losses_truncated"] = True
+    report["losses"] = kept
+    report["loss_first"] = round_loss(losses[0]) if losses else None
+    report["loss_last"] = round_loss(final_loss) if final_loss is not None else None
+
+
+def check_losses(report, losses, final_loss, not_decreasing_hint):
+    everything = [*list(losses), final_loss]
+    bad = [i for i, v in enumerate(everything) if v is None or not math.isfinite(v)]
+    if bad:
+        report["loss_decreased"] = False
+        where = "after the last update" if bad[0] == len(losses) else "at step %d" % (bad[0] + 1)
+        fail(report, "training", "loss is not finite %s (%r)" % (where, everything[bad[0]]),
+             "loss became NaN/Inf: lower the learning rate or use fp32/bf16 (fp16 needs loss scaling); "
+             "if fp32 also fails, suspect the GPU build or driver")
+        return
+    decreased = final_loss < losses[0]
+    report["loss_decreased"] = bool(decreased)
+    if not decreased:
+        detail = "loss did not decrease: first %.6g, after %d step(s) %.6g" % (
+            losses[0], len(losses), final_loss)
+        fail(report, "training", detail, not_decreasing_hint)
+
+
+def emit(report):
+    report["duration_s"] = round(time.perf_counter() - _T0, 3)
+    report["passed"] = not report["failed"]
+    sys.stdout.flush()
+    sys.stdout.write(json.dumps(_json_safe(report), sort_keys=False, allow_nan=False) + "\n")
+    sys.stdout.flush()
+    return 0 if report["passed"] else 1
+
+
+# --------------------------------------------------------------------------------------------------
+# JAX part.
+
+N_SAMPLES, CHANNELS, HEIGHT, WIDTH, HIDDEN_CHANNELS, HIDDEN, N_OUT = 64, 3, 8, 8, 8, 32, 4
+LEARNING_RATE = 3e-3
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+FP16_INITIAL_LOSS_SCALE = 2.0 ** 10
+GPU_PLATFORMS = ("cuda", "rocm", "gpu")
+
+
+def cuda_version_string(value):
+    """cudaRuntimeGetVersion(): 12080 means 12.8."""
+    value = int(value)
+    return "%d.%d" % (value // 1000, (value % 1000) // 10)
+
+
+def cudnn_version_string(value):
+    """cudnnGetVersion(): 8907 means 8.9.7, 91400 means 9.14.0."""
+    value = int(value)
+    if value >= 90000:
+        return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
+    return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
+
+
+def nccl_version_string():
+    """The NCCL that pip's nvidia-nccl package ships, if any (JAX itself does not report one)."""
+    import ctypes
+
+    for entry in sys.path:
+        library = os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so.2")
+        if not os.path.isfile(library):
+            continue
+        version = ctypes.c_int()
+        if ctypes.CDLL(library).ncclGetVersion(ctypes.byref(version)) != 0:
+            return None
+        value = version.value
+        if value >= 20900:
+            return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
+        return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
+    return None
+
+
+def gpu_devices(jax):
+    """Return (devices, error text) for the GPU backend."""
+    errors = []
+    for platform_name in GPU_PLATFORMS:
+        try:
+            found = jax.devices(platform_name)
+        except Exception as exc:
+            errors.append(str(exc))
+            continue
+        if found:
+            return list(found), None
+    return [], errors[-1] if errors else "no GPU devices"
+
+
+def collect_environment(jax, report):
+    report["framework_version"] = str(jax.__version__)
+    try:
+        import jaxlib
+
+        report["jaxlib_version"] = str(getattr(jaxlib, "__version__", None) or jax.lib.__version__)
+    except Exception:
+        report["jaxlib_version"] = None
+    report["default_backend"] = None
+    try:
+        report["default_backend"] = jax.default_backend()
+    except Exception as exc:
+        report["notes"].append("jax.default_backend() raised %s" % describe_exception(exc))
+    gpus, error = gpu_devices(jax)
+    if gpus:
+        try:
+            from jax._src.lib import cuda_versions  # private, but the only place JAX reports these
+
+            if cuda_versions is not None:
+                report["cuda_runtime"] = cuda_version_string(cuda_versions.cuda_runtime_get_version())
+                report["cudnn"] = cudnn_version_string(cuda_versions.cudnn_get_version())
+        except Exception as exc:
+            report["notes"].append("CUDA/cuDNN versions unknown: %s" % describe_exception(exc))
+        try:
+            report["nccl"] = nccl_version_string()
+        except Exception as exc:
+            report["notes"].append("nccl version unknown: %s" % describe_exception(exc))
+        for device in gpus:
+            entry = {"name": str(getattr(device, "device_kind", device)), "kind": "gpu", "id": device.id}
+            capability = getattr(device, "compute_capability", None)
+            if capability is not None:
+                entry["compute_capability"] = str(capability)
+            try:
+                stats = device.memory_stats() or {}
+                if "bytes_limit" in stats:
+                    entry["memory_limit_bytes"] = int(stats["bytes_limit"])
+            except Exception:
+                pass
+            report["devices"].append(entry)
+    else:
+        report["devices"].append(cpu_device_entry())
+        if nvidia_device_nodes():
+            report["notes"].append("NVIDIA device nodes exist but JAX sees no GPU (%s)" % error)
+    return gpus, error
+
+
+def array_devices(array):
+    devices = getattr(array, "devices", None)
+    if callable(devices):
+        return set(devices())
+    return {array.device()}  # jax < 0.4.1
+
+
+def check_placement(jax, report, device, named_trees):
+    wrong = []
+    for name, tree in named_trees:
+        if hasattr(jax.tree_util, "tree_flatten_with_path"):
+            paths = jax.tree_util.tree_flatten_with_path(tree)[0]
+        else:  # older jax: no key paths
+            paths = [((name,), leaf) for leaf in jax.tree_util.tree_leaves(tree)]
+        for path, leaf in paths:
+            where = array_devices(leaf)
+            if where != {device}:
+                label = name + "".join(str(part) for part in path) if path and path[0] != name else name
+                wrong.append("%s on %s" % (label, ", ".join(sorted(str(d) for d in where))))
+    return wrong
+
+
+def init_params(np):
+    rng = np.random.RandomState(0)
+
+    def uniform(shape, fan_in):
+        bound = 1.0 / math.sqrt(fan_in)
+        return rng.uniform(-bound, bound, size=shape).astype(np.float32)
+
+    conv_fan_in = CHANNELS * 3 * 3
+    flat = HIDDEN_CHANNELS * HEIGHT * WIDTH
+    return {
+        "conv_w": uniform((HIDDEN_CHANNELS, CHANNELS, 3, 3), conv_fan_in),
+        "conv_b": uniform((HIDDEN_CHANNELS,), conv_fan_in),
+        "w1": uniform((flat, HIDDEN), flat),
+        "b1": uniform((HIDDEN,), flat),
+        "w2": uniform((HIDDEN, N_OUT), HIDDEN),
+        "b2": uniform((N_OUT,), HIDDEN),
+    }
+
+
+def make_data(np):
+    rng = np.random.RandomState(1)
+    features = CHANNELS * HEIGHT * WIDTH
+    x = rng.standard_normal((N_SAMPLES, CHANNELS, HEIGHT, WIDTH)).astype(np.float32)
+    target_map = (rng.standard_normal((features, N_OUT)) / math.sqrt(features)).astype(np.float32)
+    return x, x.reshape(N_SAMPLES, -1) @ target_map
+
+
+def build_step(jax, jnp, compute_dtype, loss_scaling):
+    lax = jax.lax
+    tree_map = jax.tree_util.tree_map
+
+    def forward(params, x):
+        p = tree_map(lambda a: a.astype(compute_dtype), params)
+        h = lax.conv_general_dilated(x.astype(compute_dtype), p["conv_w"], window_strides=(1, 1),
+                                     padding="SAME", dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        h = jax.nn.relu(h + p["conv_b"][None, :, None, None])
+        h = h.reshape(h.shape[0], -1)
+        h = jax.nn.relu(h @ p["w1"] + p["b1"])
+        return h @ p["w2"] + p["b2"]
+
+    def loss_fn(params, x, y):
+        return jnp.mean((forward(params, x).astype(jnp.float32) - y) ** 2)
+
+    def scaled_loss(params, x, y, scale):
+        loss = loss_fn(params, x, y)
+        return loss * scale, loss
+
+    def step(params, adam_m, adam_v, count, scale, x, y):
+        grads, loss = jax.grad(scaled_loss, has_aux=True)(params, x, y, scale)
+        grads = tree_map(lambda g: g.astype(jnp.float32) / scale, grads)
+        finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in jax.tree_util.tree_leaves(grads)]))
+        beta1, beta2 = ADAM_BETAS
+        new_count = count + 1
+        new_m = tree_map(lambda m, g: beta1 * m + (1.0 - beta1) * g, adam_m, grads)
+        new_v = tree_map(lambda v, g: beta2 * v + (1.0 - beta2) * g * g, adam_v, grads)
+        correction1 = 1.0 - beta1 ** new_count
+        correction2 = 1.0 - beta2 ** new_count
+        new_params = tree_map(
+            lambda p, m, v: p - LEARNING_RATE * (m / correction1) / (jnp.sqrt(v / correction2) + ADAM_EPS),
+            params, new_m, new_v)
+        if loss_scaling:  # skip the update and halve the scale when the scaled gradients overflowed
+
+            def keep(new, old):
+                return tree_map(lambda a, b: jnp.where(finite, a, b), new, old)
+
+            new_params, new_m, new_v = keep(new_params, params), keep(new_m, adam_m), keep(new_v, adam_v)
+            new_count = jnp.where(finite, new_count, count)
+            scale = jnp.where(finite, scale, scale / 2.0)
+        return new_params, new_m, new_v, new_count, scale, loss
+
+    return forward, jax.jit(loss_fn), jax.jit(step)
+
+
+def train(jax, report, device, steps, precision):
+    import numpy as np
+
+    jnp = jax.numpy
+    compute_dtype = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[precision]
+    loss_scaling = precision == "fp16"
+    forward, loss_fn, step = build_step(jax, jnp, compute_dtype, loss_scaling)
+
+    params_host = init_params(np)
+    x_host, y_host = make_data(np)
+    with jax.default_device(device):
+        params = jax.device_put(params_host, device)
+        x = jax.device_put(x_host, device)
+        y = jax.device_put(y_host, device)
+        adam_m = jax.tree_util.tree_map(jnp.zeros_like, params)
+        adam_v = jax.tree_util.tree_map(jnp.zeros_like, params)
+        adam_m, adam_v = jax.device_put(adam_m, device), jax.device_put(adam_v, device)
+        count = jax.device_put(jnp.asarray(0, jnp.int32), device)
+        initial_scale = FP16_INITIAL_LOSS_SCALE if loss_scaling else 1.0
+        scale = jax.device_put(jnp.asarray(initial_scale, jnp.float32), device)
+
+        wrong = check_placement(jax, report, device, [("params", params), ("batch", x), ("target", y)])
+        report["placement"] = {
+            "parameters": ", ".join(sorted(str(d) for d in array_devices(params["w1"]))),
+            "batch": ", ".join(sorted(str(d) for d in array_devices(x))),
+        }
+        if wrong:
+            report["placement_ok"] = False
+            fail(report, "placement", "expected everything on %s; %s" % (device, "; ".join(wrong[:5])),
+                 "parameters or batch are not on %s: place both with jax.device_put(x, device)" % device)
+            return
+        report["placement_ok"] = True
+        passed(report, "placement")
+
+        output = jax.eval_shape(forward, params, x)
+        report["forward_output_dtype"] = str(output.dtype)
+
+        losses = []
+        t_train = time.perf_counter()
+        for index in range(steps):
+            params, adam_m, adam_v, count, scale, loss = step(params, adam_m, adam_v, count, scale, x, y)
+            losses.append(float(loss))
+            if index == 0:
+                report["timings_s"]["first_step_with_compile"] = round(time.perf_counter() - t_train, 3)
+        final_loss = float(loss_fn(params, x, y))
+        report["timings_s"]["train"] = round(time.perf_counter() - t_train, 3)
+        if loss_scaling:
+            report["loss_scale_final"] = float(scale)
+        report["updates_applied"] = int(count)
+
+        record_losses(report, losses, final_loss)
+        hint = ("loss did not decrease: check the update applies jax.grad's gradients to the parameters "
+                "that the next step uses (jax arrays are immutable: keep the returned params)")
+        skipped = steps - report["updates_applied"]
+        check_losses(report, losses, final_loss, OVERFLOW_HINT if skipped * 2 >= steps else hint)
+        passed(report, "training")
+
+        after = check_placement(jax, report, device, [("params after training", params), ("loss", loss)])
+        if after:
+            report["placement_ok"] = False
+            fail(report, "placement", "after training: %s" % "; ".join(after[:5]),
+                 "the jitted step ran elsewhere: commit its inputs with jax.device_put(x, device)")
+
+    if output.dtype != jnp.dtype(compute_dtype):
+        fail(report, "precision", "the forward produced %s, expected %s under %s" % (
+            output.dtype, jnp.dtype(compute_dtype), precision),
+             "cast parameters and batch with .astype(jnp.bfloat16 / jnp.float16) inside the forward")
+    else:
+        passed(report, "precision")
+
+
+def run(argv):
+    try:
+        device_requested, steps, precision = parse_args(argv)
+    except _ArgumentError as exc:
+        report = new_report(None, None, None)
+        fail(report, "arguments", str(exc), USAGE_HINT)
+        return emit(report)
+    report = new_report(device_requested, steps, precision)
+    passed(report, "arguments")
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    t_import = time.perf_counter()
+    try:
+        import jax
+        import jax.numpy
+    except ImportError as exc:
+        fail(report, "import", describe_exception(exc), "the framework is not installed in this image")
+        return emit(report)
+    except Exception as exc:  # a broken install: jax and jaxlib versions apart, a missing shared library
+        fail(report, "import", describe_exception(exc),
+             "jax is installed but does not load: install matching jax, jaxlib and jax-cuda plugin versions")
+        return emit(report)
+    report["timings_s"]["import"] = round(time.perf_counter() - t_import, 3)
+    passed(report, "import")
+
+    gpus, gpu_error = [], "not checked"
+    try:
+        gpus, gpu_error = collect_environment(jax, report)
+    except Exception as exc:
+        report["notes"].append("collecting device information raised %s" % describe_exception(exc))
+
+    if device_requested == "gpu" and not gpus:
+        fail(report, "device", no_gpu_detail("jax.devices('gpu') found none (%s)" % gpu_error), NO_GPU_HINT)
+        return emit(report)
+    try:
+        device = gpus[0] if gpus and device_requested != "cpu" else jax.devices("cpu")[0]
+    except Exception as exc:
+        fail(report, "device", "no CPU device: %s" % describe_exception(exc),
+             "JAX_PLATFORMS hides the CPU backend: unset it or include cpu")
+        return emit(report)
+    report["device_used"] = "cpu" if device.platform == "cpu" else str(device)
+    report["framework_device"] = "%s (%s)" % (device, device.platform)
+    passed(report, "device")
+
+    effective = precision
+    if precision == "fp16" and device.platform == "cpu" and os.environ.get("ENVBUILD_SMOKE_CPU_FP16") != "1":
+        effective = "bf16"
+        report["notes"].append("fp16 is a GPU precision: ran bf16 on the CPU instead")
+    report["precision_effective"] = effective
+
+    try:
+        train(jax, report, device, steps, effective)
+    except Exception as exc:
+        text = str(exc)
+        hint = "training raised: read the detail"
+        if "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower():
+            hint = "GPU out of memory: free the GPU (nvidia-smi) or lower XLA_PYTHON_CLIENT_MEM_FRACTION"
+        elif "DNN" in text or "cuDNN" in text or "CUDA" in text:
+            hint = "CUDA/cuDNN error: check the driver supports the image's CUDA and jax-cuda plugin matches"
+        fail(report, "training", describe_exception(exc), hint)
+    return emit(report)
+
+
+def main(argv=None):
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except Exception as exc:  # last resort: the report must still come out
+        report = new_report(None, None, None)
+        fail(report, "internal", describe_exception(exc), "a bug in the smoke program: report it to envbuild")
+        return emit(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,543 @@
+"""TensorFlow smoke training step, run inside a built image as `python /opt/envbuild/smoke.py`.
+
+    python smoke.py [--device auto|gpu|cpu] [--steps N] [--precision fp32|fp16|bf16]
+
+ENVBUILD_SMOKE_DEVICE, ENVBUILD_SMOKE_STEPS and ENVBUILD_SMOKE_PRECISION give the defaults when a flag is
+absent (built-in defaults: auto, 20, fp32). The program trains a tiny seeded Keras model (Conv2D, then an
+MLP) to fit a fixed random linear map for N steps of a tf.function with GradientTape and an Adam update,
+and checks the gates import, device, placement, training and precision. bf16/fp16 use the Keras
+mixed_precision policy ('mixed_bfloat16' / 'mixed_float16'); fp16 wraps the optimizer in a
+LossScaleOptimizer (Keras 3 and Keras 2 APIs both handled). It prints exactly one JSON report as the last
+line of stdout and exits 0 only when every gate passed, else 1.
+
+Only the standard library, tensorflow and numpy (a tensorflow dependency) are used: envbuild itself is not
+installed in the image. Python 3.8+. TF_CPP_MIN_LOG_LEVEL defaults to 2 here to keep the output quiet, and
+GPU memory growth is turned on so the smoke step does not reserve the whole GPU.
+ENVBUILD_SMOKE_CPU_FP16=1 keeps fp16 on the CPU instead of falling back to bf16 (for testing the
+LossScaleOptimizer path on a machine without a GPU).
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.perf_counter()
+
+import argparse  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+
+FRAMEWORK = "tensorflow"
+GATES = ("arguments", "import", "device", "placement", "training", "precision")
+DEVICES = ("auto", "gpu", "cpu")
+DEVICE_ALIASES = {"cuda": "gpu"}
+PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISION_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+MAX_STEPS = 100_000
+LOSSES_KEPT = 100
+USAGE_HINT = (
+    "usage: smoke.py [--device auto|gpu|cpu] [--steps N>=1] [--precision fp32|fp16|bf16], "
+    "or ENVBUILD_SMOKE_DEVICE / ENVBUILD_SMOKE_STEPS / ENVBUILD_SMOKE_PRECISION"
+)
+OVERFLOW_HINT = (
+    "fp16 gradients overflowed and the loss scaler skipped the updates: "
+    "start from a lower loss scale, or use bf16"
+)
+NO_GPU_HINT = "no GPU visible: check nvidia-smi, run with --gpus all, and that the framework build has CUDA"
+
+
+# --------------------------------------------------------------------------------------------------
+# Common part (the same in the three smoke programs, which must stay standalone).
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print usage and exit 2: the report must come out instead
+        raise _ArgumentError(message)
+
+
+def _env_default(name, fallback):
+    value = os.environ.get(name, "").strip()
+    return value if value else fallback
+
+
+def parse_args(argv):
+    """Return (device, steps, precision) or raise _ArgumentError with a one-line reason."""
+    parser = _Parser(prog="smoke.py", description="envbuild smoke training step (%s)." % FRAMEWORK)
+    parser.add_argument("--device", default=_env_default("ENVBUILD_SMOKE_DEVICE", "auto"),
+                        help="auto (GPU when the framework sees one), gpu or cpu")
+    parser.add_argument("--steps", default=_env_default("ENVBUILD_SMOKE_STEPS", "20"),
+                        help="training steps (default 20)")
+    parser.add_argument("--precision", default=_env_default("ENVBUILD_SMOKE_PRECISION", "fp32"),
+                        help="fp32, fp16 or bf16")
+    args = parser.parse_args(argv)
+    device = str(args.device).strip().lower()
+    device = DEVICE_ALIASES.get(device, device)
+    if device not in DEVICES:
+        raise _ArgumentError("--device %r is not one of %s" % (args.device, "|".join(DEVICES)))
+    precision = str(args.precision).strip().lower()
+    precision = PRECISION_ALIASES.get(precision, precision)
+    if precision not in PRECISIONS:
+        raise _ArgumentError("--precision %r is not one of %s" % (args.precision, "|".join(PRECISIONS)))
+    try:
+        steps = int(str(args.steps).strip())
+    except ValueError:
+        raise _ArgumentError("--steps %r is not an integer" % (args.steps,)) from None
+    if not 1 <= steps <= MAX_STEPS:
+        raise _ArgumentError("--steps %d is outside 1..%d" % (steps, MAX_STEPS))
+    return device, steps, precision
+
+
+def new_report(device, steps, precision):
+    return {
+        "framework": FRAMEWORK,
+        "framework_version": None,
+        "python": platform.python_version(),
+        "device_requested": device,
+        "device_used": None,
+        "framework_device": None,
+        "devices": [],
+        "cuda_runtime": None,
+        "cudnn": None,
+        "nccl": None,
+        "precision": precision,
+        "precision_effective": None,
+        "steps": steps,
+        "losses": [],
+        "losses_truncated": False,
+        "loss_first": None,
+        "loss_last": None,
+        "loss_decreased": None,
+        "placement_ok": None,
+        "duration_s": None,
+        "timings_s": {},
+        "passed": False,
+        "gates": {gate: "skipped" for gate in GATES},
+        "failed": [],
+        "notes": [],
+    }
+
+
+def fail(report, gate, detail, hint):
+    detail = " ".join(str(detail).split()) or "(no detail)"
+    if len(detail) > 2000:
+        detail = detail[:2000] + "..."
+    report["failed"].append({"gate": gate, "detail": detail, "hint": hint})
+    report["gates"][gate] = "failed"
+
+
+def passed(report, gate):
+    if report["gates"].get(gate) != "failed":
+        report["gates"][gate] = "passed"
+
+
+def describe_exception(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def cpu_device_entry():
+    name = platform.processor() or platform.machine() or "cpu"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.lower().startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    entry = {"name": name, "kind": "cpu", "cores": os.cpu_count()}
+    try:
+        entry["memory_total_bytes"] = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        pass
+    return entry
+
+
+def nvidia_device_nodes():
+    return sorted(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def no_gpu_detail(framework_says):
+    nodes = nvidia_device_nodes()
+    if nodes:
+        where = "%s exist(s), so the container has a GPU but the framework cannot use it" % ", ".join(nodes)
+    else:
+        where = "no /dev/nvidia* device node in this container"
+    return "--device gpu but %s; %s" % (framework_says, where)
+
+
+def _json_safe(value):
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def round_loss(value):
+    value = float(value)
+    if not math.isfinite(value):
+        return value
+    return float("%.6g" % value)
+
+
+def record_losses(report, losses, final_loss):
+    """losses: the per-step training losses (before each update); final_loss: after the last update."""
+    kept = [round_loss(v) for v in losses]
+    if len(kept) > LOSSES_KEPT:
+        half = LOSSES_KEPT // 2
+        kept = kept[:half] + kept[-half:]
+        report["losses_truncated"] = True
+    report["losses"] = kept
+    report["loss_first"] = round_loss(losses[0]) if losses else None
+    report["loss_last"] = round_loss(final_loss) if final_loss is not None else None
+
+
+def check_losses(report, losses, final_loss, not_decreasing_hint):
+    everything = [*list(losses), final_loss]
+    bad = [i for i, v in enumerate(everything) if v is None or not math.isfinite(v)]
+    if bad:
+        report["loss_decreased"] = False
+        where = "after the last update" if bad[0] == len(losses) else "at step %d" % (bad[0] + 1)
+        fail(report, "training", "loss is not finite %s (%r)" % (where, everything[bad[0]]),
+             "loss became NaN/Inf: lower the learning rate or use fp32/bf16 (fp16 needs loss scaling); "
+             "if fp32 also fails, suspect the GPU build or driver")
+        return
+    decreased = final_loss < losses[0]
+    report["loss_decreased"] = bool(decreased)
+    if not decreased:
+        detail = "loss did not decrease: first %.6g, after %d step(s) %.6g" % (
+            losses[0], len(losses), final_loss)
+        fail(report, "training", detail, not_decreasing_hint)
+
+
+def emit(report):
+    report["duration_s"] = round(time.perf_counter() - _T0, 3)
+    report["passed"] = not report["failed"]
+    sys.stdout.flush()
+    sys.stdout.write(json.dumps(_json_safe(report), sort_keys=False, allow_nan=False) + "\n")
+    sys.stdout.flush()
+    return 0 if report["passed"] else 1
+
+
+# --------------------------------------------------------------------------------------------------
+# TensorFlow part.
+
+N_SAMPLES, CHANNELS, HEIGHT, WIDTH, HIDDEN_CHANNELS, HIDDEN, N_OUT = 64, 3, 8, 8, 8, 32, 4
+LEARNING_RATE = 3e-3
+FP16_INITIAL_LOSS_SCALE = 2.0 ** 10
+POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def nccl_version_string():
+    """The NCCL that pip's nvidia-nccl package ships, if any (TensorFlow does not report one)."""
+    import ctypes
+
+    for entry in sys.path:
+        library = os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so.2")
+        if not os.path.isfile(library):
+            continue
+        version = ctypes.c_int()
+        if ctypes.CDLL(library).ncclGetVersion(ctypes.byref(version)) != 0:
+            return None
+        value = version.value
+        if value >= 20900:
+            return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
+        return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
+    return None
+
+
+def collect_environment(tf, report):
+    report["framework_version"] = str(tf.__version__)
+    try:
+        report["keras_version"] = str(tf.keras.__version__)
+    except Exception:
+        report["keras_version"] = None
+    build = {}
+    try:
+        build = dict(tf.sysconfig.get_build_info())
+    except Exception as exc:
+        report["notes"].append("tf.sysconfig.get_build_info() raised %s" % describe_exception(exc))
+    report["is_cuda_build"] = bool(build.get("is_cuda_build", False))
+    report["cuda_runtime"] = str(build["cuda_version"]) if build.get("cuda_version") else None
+    report["cudnn"] = str(build["cudnn_version"]) if build.get("cudnn_version") else None
+    capabilities = build.get("cuda_compute_capabilities")
+    if capabilities:
+        report["arch_list"] = list(capabilities)
+    else:
+        report["arch_list"] = None if report["is_cuda_build"] else []
+    gpus = []
+    try:
+        gpus = list(tf.config.list_physical_devices("GPU"))
+    except Exception as exc:
+        report["notes"].append("tf.config.list_physical_devices('GPU') raised %s" % describe_exception(exc))
+    if gpus:
+        try:
+            report["nccl"] = nccl_version_string()
+        except Exception as exc:
+            report["notes"].append("nccl version unknown: %s" % describe_exception(exc))
+        for gpu in gpus:
+            try:
+                tf.config.experimental.set_memory_growth(gpu, True)
+            except Exception as exc:  # already initialised: harmless for a smoke step
+                report["notes"].append("memory growth not set on %s: %s" % (gpu.name, exc))
+            entry = {"name": gpu.name, "kind": "gpu"}
+            try:
+                details = tf.config.experimental.get_device_details(gpu)
+                entry["name"] = str(details.get("device_name", gpu.name))
+                capability = details.get("compute_capability")
+                if capability:
+                    entry["compute_capability"] = "%d.%d" % tuple(capability)
+            except Exception:
+                pass
+            report["devices"].append(entry)
+    else:
+        report["devices"].append(cpu_device_entry())
+        if nvidia_device_nodes():
+            report["notes"].append("NVIDIA device nodes exist but TensorFlow sees no GPU (is_cuda_build=%s)"
+                                   % report["is_cuda_build"])
+    return gpus
+
+
+def device_of(tf, value):
+    """Return (type, index) parsed from a tensor's or variable's .device string, e.g. ('GPU', 0)."""
+    text = getattr(value, "device", None)
+    if not text and hasattr(value, "value"):  # a Keras 3 variable wraps the tf.Variable
+        text = getattr(value.value, "device", None)
+    if not text:
+        return None, None, str(text)
+    spec = tf.DeviceSpec.from_string(text)
+    return (spec.device_type or "").upper(), spec.device_index, text
+
+
+def check_placement(tf, report, device_type, named_values):
+    wrong = []
+    for name, value in named_values:
+        kind, index, text = device_of(tf, value)
+        if kind != device_type or (index or 0) != 0:
+            wrong.append("%s on %s" % (name, text or "an unknown device"))
+    return wrong
+
+
+def make_loss_scale_optimizer(keras, inner):
+    lso = keras.mixed_precision.LossScaleOptimizer
+    try:
+        return lso(inner, initial_scale=FP16_INITIAL_LOSS_SCALE)
+    except TypeError:
+        return lso(inner)
+
+
+def loss_scale_of(optimizer):
+    for attribute in ("dynamic_scale", "loss_scale"):  # Keras 3, Keras 2
+        value = getattr(optimizer, attribute, None)
+        if value is not None:
+            try:
+                return float(value.numpy() if hasattr(value, "numpy") else value)
+            except Exception:
+                return None
+    return None
+
+
+def train(tf, report, gpu, steps, precision):
+    import numpy as np
+
+    keras = tf.keras
+    device_type = "GPU" if gpu else "CPU"
+    device_name = "/%s:0" % device_type
+    keras.mixed_precision.set_global_policy(POLICIES[precision])
+    report["mixed_precision_policy"] = POLICIES[precision]
+    keras.utils.set_random_seed(0)
+
+    rng = np.random.RandomState(1)
+    features = CHANNELS * HEIGHT * WIDTH
+    x_host = rng.standard_normal((N_SAMPLES, HEIGHT, WIDTH, CHANNELS)).astype(np.float32)
+    target_map = (rng.standard_normal((features, N_OUT)) / math.sqrt(features)).astype(np.float32)
+    y_host = x_host.reshape(N_SAMPLES, -1) @ target_map
+
+    with tf.device(device_name):
+        x = tf.constant(x_host)
+        y = tf.constant(y_host)
+        model = keras.Sequential([
+            keras.Input(shape=(HEIGHT, WIDTH, CHANNELS)),
+            keras.layers.Conv2D(HIDDEN_CHANNELS, 3, padding="same", activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(HIDDEN, activation="relu"),
+            keras.layers.Dense(N_OUT),
+        ])
+        optimizer = keras.optimizers.Adam(learning_rate=LEARNING_RATE)
+        if precision == "fp16":
+            optimizer = make_loss_scale_optimizer(keras, optimizer)
+        report["optimizer"] = type(optimizer).__module__ + "." + type(optimizer).__name__
+        variables = model.trainable_variables
+        keras2_scaling = hasattr(optimizer, "get_scaled_loss")
+        keras3_scaling = not keras2_scaling and hasattr(optimizer, "scale_loss")
+
+        first = device_of(tf, variables[0])[2]
+        report["placement"] = {"parameters": first, "batch": x.device}
+        named = [("variable %s" % v.name, v) for v in variables] + [("batch", x), ("target", y)]
+        wrong = check_placement(tf, report, device_type, named)
+        if wrong:
+            report["placement_ok"] = False
+            fail(report, "placement", "expected everything on %s; %s" % (device_name, "; ".join(wrong[:5])),
+                 "model or batch is not on %s: build both inside `with tf.device('%s'):`" % (
+                     device_name, device_name))
+            return
+        report["placement_ok"] = True
+        passed(report, "placement")
+
+        output = model(x, training=False)
+        report["forward_output_dtype"] = output.dtype.name
+
+        @tf.function
+        def train_step(x, y):
+            with tf.GradientTape() as tape:
+                prediction = model(x, training=True)
+                loss = tf.reduce_mean(tf.square(tf.cast(prediction, tf.float32) - y))
+                if keras2_scaling:
+                    scaled = optimizer.get_scaled_loss(loss)
+                elif keras3_scaling:
+                    scaled = optimizer.scale_loss(loss)
+                else:
+                    scaled = loss
+            grads = tape.gradient(scaled, variables)
+            if keras2_scaling:
+                grads = optimizer.get_unscaled_gradients(grads)
+            # Keras 3's LossScaleOptimizer unscales here. zip(strict=) needs Python 3.10.
+            optimizer.apply_gradients(zip(grads, variables))  # noqa: B905
+            return loss, prediction
+
+        @tf.function
+        def evaluate(x, y):
+            return tf.reduce_mean(tf.square(tf.cast(model(x, training=False), tf.float32) - y))
+
+        losses = []
+        t_train = time.perf_counter()
+        for index in range(steps):
+            loss, prediction = train_step(x, y)
+            losses.append(float(loss.numpy()))
+            if index == 0:
+                report["timings_s"]["first_step_with_trace"] = round(time.perf_counter() - t_train, 3)
+                step_device = device_of(tf, prediction)
+        final_loss = float(evaluate(x, y).numpy())
+        report["timings_s"]["train"] = round(time.perf_counter() - t_train, 3)
+    if precision == "fp16":
+        report["loss_scale_final"] = loss_scale_of(optimizer)
+    try:  # counts applied updates only: a LossScaleOptimizer does not count the steps it skipped
+        report["updates_applied"] = int(optimizer.iterations.numpy())
+    except Exception:
+        report["updates_applied"] = None
+
+    record_losses(report, losses, final_loss)
+    hint = ("loss did not decrease: check tape.gradient covers model.trainable_variables and "
+            "optimizer.apply_gradients runs every step")
+    skipped = steps - report["updates_applied"] if report["updates_applied"] is not None else 0
+    check_losses(report, losses, final_loss, OVERFLOW_HINT if skipped * 2 >= steps else hint)
+    passed(report, "training")
+
+    if step_device[0] is not None and step_device[0] != device_type:
+        report["placement_ok"] = False
+        fail(report, "placement", "the training step ran on %s, not %s" % (step_device[2], device_name),
+             "the step left %s: run it inside `with tf.device('%s'):`" % (device_name, device_name))
+    expected = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[precision]
+    if report["forward_output_dtype"] != expected:
+        detail = "the forward produced %s, expected %s under policy %s" % (
+            report["forward_output_dtype"], expected, POLICIES[precision])
+        hint = "call keras.mixed_precision.set_global_policy('%s') before building the model" % (
+            POLICIES[precision])
+        fail(report, "precision", detail, hint)
+    else:
+        passed(report, "precision")
+    if gpu:
+        try:
+            info = tf.config.experimental.get_memory_info("GPU:0")
+            report["memory"] = {"peak_bytes": int(info["peak"]), "current_bytes": int(info["current"])}
+        except Exception as exc:
+            report["notes"].append("GPU memory info unknown: %s" % describe_exception(exc))
+
+
+def run(argv):
+    try:
+        device_requested, steps, precision = parse_args(argv)
+    except _ArgumentError as exc:
+        report = new_report(None, None, None)
+        fail(report, "arguments", str(exc), USAGE_HINT)
+        return emit(report)
+    report = new_report(device_requested, steps, precision)
+    passed(report, "arguments")
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    t_import = time.perf_counter()
+    try:
+        import tensorflow as tf
+    except ImportError as exc:
+        fail(report, "import", describe_exception(exc), "the framework is not installed in this image")
+        return emit(report)
+    except Exception as exc:  # a broken install: protobuf or numpy versions apart, a missing shared library
+        fail(report, "import", describe_exception(exc),
+             "tensorflow is installed but does not load: reinstall it with its pinned numpy/protobuf")
+        return emit(report)
+    report["timings_s"]["import"] = round(time.perf_counter() - t_import, 3)
+    passed(report, "import")
+
+    gpus = []
+    try:
+        gpus = collect_environment(tf, report)
+    except Exception as exc:
+        report["notes"].append("collecting device information raised %s" % describe_exception(exc))
+
+    if device_requested == "gpu" and not gpus:
+        says = "tf.config.list_physical_devices('GPU') is empty"
+        if not report.get("is_cuda_build"):
+            says += " and tf.sysconfig.get_build_info() says is_cuda_build=False (a CPU-only build)"
+        fail(report, "device", no_gpu_detail(says), NO_GPU_HINT)
+        return emit(report)
+    use_gpu = bool(gpus) and device_requested != "cpu"
+    report["device_used"] = "cuda:0" if use_gpu else "cpu"
+    report["framework_device"] = "/GPU:0" if use_gpu else "/CPU:0"
+    passed(report, "device")
+
+    effective = precision
+    if precision == "fp16" and not use_gpu and os.environ.get("ENVBUILD_SMOKE_CPU_FP16") != "1":
+        effective = "bf16"
+        report["notes"].append("fp16 is a GPU precision: ran bf16 on the CPU instead")
+    report["precision_effective"] = effective
+
+    try:
+        train(tf, report, use_gpu, steps, effective)
+    except Exception as exc:
+        text = str(exc)
+        hint = "training raised: read the detail"
+        if "RESOURCE_EXHAUSTED" in text or "OOM" in text:
+            hint = "GPU out of memory: free the GPU (nvidia-smi)"
+        elif "DNN" in text or "cuDNN" in text or "CUDA" in text:
+            hint = "CUDA/cuDNN error: check the driver supports the image's CUDA and cuDNN (tf build info)"
+        fail(report, "training", describe_exception(exc), hint)
+    return emit(report)
+
+
+def main(argv=None):
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except Exception as exc:  # last resort: the report must still come out
+        report = new_report(None, None, None)
+        fail(report, "internal", describe_exception(exc), "a bug in the smoke program: report it to envbuild")
+        return emit(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,520 @@
+"""PyTorch smoke training step, run inside a built image as `python /opt/envbuild/smoke.py`.
+
+    python smoke.py [--device auto|gpu|cpu] [--steps N] [--precision fp32|fp16|bf16]
+
+ENVBUILD_SMOKE_DEVICE, ENVBUILD_SMOKE_STEPS and ENVBUILD_SMOKE_PRECISION give the defaults when a flag is
+absent (built-in defaults: auto, 20, fp32). The program trains a tiny seeded model (Conv2d, then an MLP)
+to fit a fixed random linear map for N steps of forward, backward and optimizer update, and checks the
+gates import, device, placement, training and precision. It prints exactly one JSON report as the last
+line of stdout and exits 0 only when every gate passed, else 1.
+
+Only the standard library and torch are used: envbuild itself is not installed in the image. Python 3.8+.
+ENVBUILD_SMOKE_CPU_FP16=1 keeps fp16 on the CPU instead of falling back to bf16 (for testing the
+GradScaler path on a machine without a GPU).
+"""
+
+from __future__ import annotations
+
+import time
+
+_T0 = time.perf_counter()
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+
+FRAMEWORK = "torch"
+GATES = ("arguments", "import", "device", "placement", "training", "precision")
+DEVICES = ("auto", "gpu", "cpu")
+DEVICE_ALIASES = {"cuda": "gpu"}
+PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISION_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+MAX_STEPS = 100_000
+LOSSES_KEPT = 100
+USAGE_HINT = (
+    "usage: smoke.py [--device auto|gpu|cpu] [--steps N>=1] [--precision fp32|fp16|bf16], "
+    "or ENVBUILD_SMOKE_DEVICE / ENVBUILD_SMOKE_STEPS / ENVBUILD_SMOKE_PRECISION"
+)
+OVERFLOW_HINT = (
+    "fp16 gradients overflowed and the loss scaler skipped the updates: "
+    "start from a lower loss scale, or use bf16"
+)
+NO_GPU_HINT = "no GPU visible: check nvidia-smi, run with --gpus all, and that the framework build has CUDA"
+
+
+# --------------------------------------------------------------------------------------------------
+# Common part (the same in the three smoke programs, which must stay standalone).
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse would print usage and exit 2: the report must come out instead
+        raise _ArgumentError(message)
+
+
+def _env_default(name, fallback):
+    value = os.environ.get(name, "").strip()
+    return value if value else fallback
+
+
+def parse_args(argv):
+    """Return (device, steps, precision) or raise _ArgumentError with a one-line reason."""
+    parser = _Parser(prog="smoke.py", description="envbuild smoke training step (%s)." % FRAMEWORK)
+    parser.add_argument("--device", default=_env_default("ENVBUILD_SMOKE_DEVICE", "auto"),
+                        help="auto (GPU when the framework sees one), gpu or cpu")
+    parser.add_argument("--steps", default=_env_default("ENVBUILD_SMOKE_STEPS", "20"),
+                        help="training steps (default 20)")
+    parser.add_argument("--precision", default=_env_default("ENVBUILD_SMOKE_PRECISION", "fp32"),
+                        help="fp32, fp16 or bf16")
+    args = parser.parse_args(argv)
+    device = str(args.device).strip().lower()
+    device = DEVICE_ALIASES.get(device, device)
+    if device not in DEVICES:
+        raise _ArgumentError("--device %r is not one of %s" % (args.device, "|".join(DEVICES)))
+    precision = str(args.precision).strip().lower()
+    precision = PRECISION_ALIASES.get(precision, precision)
+    if precision not in PRECISIONS:
+        raise _ArgumentError("--precision %r is not one of %s" % (args.precision, "|".join(PRECISIONS)))
+    try:
+        steps = int(str(args.steps).strip())
+    except ValueError:
+        raise _ArgumentError("--steps %r is not an integer" % (args.steps,)) from None
+    if not 1 <= steps <= MAX_STEPS:
+        raise _ArgumentError("--steps %d is outside 1..%d" % (steps, MAX_STEPS))
+    return device, steps, precision
+
+
+def new_report(device, steps, precision):
+    return {
+        "framework": FRAMEWORK,
+        "framework_version": None,
+        "python": platform.python_version(),
+        "device_requested": device,
+        "device_used": None,
+        "framework_device": None,
+        "devices": [],
+        "cuda_runtime": None,
+        "cudnn": None,
+        "nccl": None,
+        "precision": precision,
+        "precision_effective": None,
+        "steps": steps,
+        "losses": [],
+        "losses_truncated": False,
+        "loss_first": None,
+        "loss_last": None,
+        "loss_decreased": None,
+        "placement_ok": None,
+        "duration_s": None,
+        "timings_s": {},
+        "passed": False,
+        "gates": {gate: "skipped" for gate in GATES},
+        "failed": [],
+        "notes": [],
+    }
+
+
+def fail(report, gate, detail, hint):
+    detail = " ".join(str(detail).split()) or "(no detail)"
+    if len(detail) > 2000:
+        detail = detail[:2000] + "..."
+    report["failed"].append({"gate": gate, "detail": detail, "hint": hint})
+    report["gates"][gate] = "failed"
+
+
+def passed(report, gate):
+    if report["gates"].get(gate) != "failed":
+        report["gates"][gate] = "passed"
+
+
+def describe_exception(exc):
+    return "%s: %s" % (type(exc).__name__, exc)
+
+
+def cpu_device_entry():
+    name = platform.processor() or platform.machine() or "cpu"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.lower().startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    entry = {"name": name, "kind": "cpu", "cores": os.cpu_count()}
+    try:
+        entry["memory_total_bytes"] = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        pass
+    return entry
+
+
+def nvidia_device_nodes():
+    return sorted(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def no_gpu_detail(framework_says):
+    nodes = nvidia_device_nodes()
+    if nodes:
+        where = "%s exist(s), so the container has a GPU but the framework cannot use it" % ", ".join(nodes)
+    else:
+        where = "no /dev/nvidia* device node in this container"
+    return "--device gpu but %s; %s" % (framework_says, where)
+
+
+def _json_safe(value):
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(item) for item in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def round_loss(value):
+    value = float(value)
+    if not math.isfinite(value):
+        return value
+    return float("%.6g" % value)
+
+
+def record_losses(report, losses, final_loss):
+    """losses: the per-step training losses (before each update); final_loss: after the last update."""
+    kept = [round_loss(v) for v in losses]
+    if len(kept) > LOSSES_KEPT:
+        half = LOSSES_KEPT // 2
+        kept = kept[:half] + kept[-half:]
+        report["losses_truncated"] = True
+    report["losses"] = kept
+    report["loss_first"] = round_loss(losses[0]) if losses else None
+    report["loss_last"] = round_loss(final_loss) if final_loss is not None else None
+
+
+def check_losses(report, losses, final_loss, not_decreasing_hint):
+    everything = [*list(losses), final_loss]
+    bad = [i for i, v in enumerate(everything) if v is None or not math.isfinite(v)]
+    if bad:
+        report["loss_decreased"] = False
+        where = "after the last update" if bad[0] == len(losses) else "at step %d" % (bad[0] + 1)
+        fail(report, "training", "loss is not finite %s (%r)" % (where, everything[bad[0]]),
+             "loss became NaN/Inf: lower the learning rate or use fp32/bf16 (fp16 needs loss scaling); "
+             "if fp32 also fails, suspect the GPU build or driver")
+        return
+    decreased = final_loss < losses[0]
+    report["loss_decreased"] = bool(decreased)
+    if not decreased:
+        detail = "loss did not decrease: first %.6g, after %d step(s) %.6g" % (
+            losses[0], len(losses), final_loss)
+        fail(report, "training", detail, not_decreasing_hint)
+
+
+def emit(report):
+    report["duration_s"] = round(time.perf_counter() - _T0, 3)
+    report["passed"] = not report["failed"]
+    sys.stdout.flush()
+    sys.stdout.write(json.dumps(_json_safe(report), sort_keys=False, allow_nan=False) + "\n")
+    sys.stdout.flush()
+    return 0 if report["passed"] else 1
+
+
+# --------------------------------------------------------------------------------------------------
+# PyTorch part.
+
+N_SAMPLES, CHANNELS, HEIGHT, WIDTH, N_OUT = 64, 3, 8, 8, 4
+LEARNING_RATE = 3e-3
+
+
+def cudnn_version_string(value):
+    """torch.backends.cudnn.version(): 8907 means 8.9.7, 90100 means 9.1.0."""
+    if value is None:
+        return None
+    value = int(value)
+    if value >= 90000:
+        return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
+    return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
+
+
+def collect_environment(torch, report):
+    report["framework_version"] = str(torch.__version__)
+    report["cuda_runtime"] = getattr(torch.version, "cuda", None)
+    hip = getattr(torch.version, "hip", None)
+    if hip:
+        report["hip"] = hip
+    try:
+        report["arch_list"] = list(torch.cuda.get_arch_list())
+    except Exception:
+        report["arch_list"] = None
+    report["compute_capability"] = None
+    report["memory"] = None
+    if report["cuda_runtime"] or hip:
+        try:
+            report["cudnn"] = cudnn_version_string(torch.backends.cudnn.version())
+        except Exception as exc:
+            report["notes"].append("cudnn version unknown: %s" % describe_exception(exc))
+        try:
+            nccl = torch.cuda.nccl.version()
+            report["nccl"] = ".".join(str(part) for part in nccl) if isinstance(nccl, tuple) else str(nccl)
+        except Exception as exc:
+            report["notes"].append("nccl version unknown: %s" % describe_exception(exc))
+    gpu_available = False
+    try:
+        gpu_available = bool(torch.cuda.is_available()) and torch.cuda.device_count() > 0
+    except Exception as exc:
+        report["notes"].append("torch.cuda.is_available() raised %s" % describe_exception(exc))
+    if gpu_available:
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            report["devices"].append({
+                "name": props.name,
+                "kind": "gpu",
+                "compute_capability": "%d.%d" % (props.major, props.minor),
+                "memory_total_bytes": int(props.total_memory),
+            })
+    else:
+        report["devices"].append(cpu_device_entry())
+        if nvidia_device_nodes():
+            report["notes"].append("NVIDIA device nodes exist but torch sees no GPU (torch.version.cuda=%r)"
+                                   % report["cuda_runtime"])
+    return gpu_available
+
+
+def arch_note(torch, report, index):
+    """Note when this GPU's sm_XY has neither a binary nor a compatible PTX in the build (report only)."""
+    major, minor = torch.cuda.get_device_capability(index)
+    report["compute_capability"] = "%d.%d" % (major, minor)
+    arch_list = report.get("arch_list") or []
+    wanted = "sm_%d%d" % (major, minor)
+    if not arch_list or wanted in arch_list:
+        return
+    ptx = []
+    for arch in arch_list:
+        digits = "".join(ch for ch in arch if ch.isdigit())
+        if arch.startswith("compute_") and digits and int(digits) <= major * 10 + minor:
+            ptx.append(arch)
+    report["notes"].append(
+        "%s is not in torch.cuda.get_arch_list() %s%s" % (
+            wanted, arch_list, " (PTX %s may JIT-compile)" % ptx if ptx else ": expect 'no kernel image'"))
+
+
+def memory_report(torch, device):
+    stats = torch.cuda.memory_stats(device)
+    reserved = int(torch.cuda.memory_reserved(device))
+    inactive = int(stats.get("inactive_split_bytes.all.current", 0))
+    return {
+        "max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
+        "reserved_bytes": reserved,
+        "inactive_split_bytes": inactive,
+        "num_alloc_retries": int(stats.get("num_alloc_retries", 0)),
+        "num_ooms": int(stats.get("num_ooms", 0)),
+        "fragmentation": round(inactive / reserved, 4) if reserved else 0.0,
+        "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+    }
+
+
+def check_placement(report, device, model, tensors):
+    wrong = ["parameter %s on %s" % (name, p.device)
+             for name, p in model.named_parameters() if p.device != device]
+    wrong += ["%s on %s" % (name, t.device) for name, t in tensors if t.device != device]
+    first = next(model.parameters())
+    report["placement"] = {"parameters": str(first.device), "batch": str(tensors[0][1].device)}
+    if wrong:
+        report["placement_ok"] = False
+        if device.type != "cpu" and any(" on cpu" in item for item in wrong):
+            hint = "model or batch is on the CPU: move both with .to(device)"
+        else:
+            hint = "model and batch must be on the same device: move both with .to(device)"
+        fail(report, "placement", "expected everything on %s; %s" % (device, "; ".join(wrong[:5])), hint)
+        return False
+    report["placement_ok"] = True
+    passed(report, "placement")
+    return True
+
+
+def make_grad_scaler(torch, device_type):
+    amp = getattr(torch, "amp", None)
+    if amp is not None and hasattr(amp, "GradScaler"):
+        return amp.GradScaler(device_type, init_scale=2.0 ** 10)
+    return torch.cuda.amp.GradScaler(init_scale=2.0 ** 10)
+
+
+def train(torch, report, device, steps, precision):
+    nn = torch.nn
+    torch.manual_seed(0)
+    if device.type == "cuda":
+        torch.cuda.manual_seed_all(0)
+        torch.cuda.reset_peak_memory_stats(device)
+    torch.backends.cudnn.enabled = True
+    torch.backends.cudnn.benchmark = False
+
+    generator = torch.Generator().manual_seed(0)
+    features = CHANNELS * HEIGHT * WIDTH
+    x_cpu = torch.randn(N_SAMPLES, CHANNELS, HEIGHT, WIDTH, generator=generator)
+    target_map = torch.randn(features, N_OUT, generator=generator) / math.sqrt(features)
+    y_cpu = x_cpu.flatten(1) @ target_map
+    model = nn.Sequential(
+        nn.Conv2d(CHANNELS, 8, kernel_size=3, padding=1),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(8 * HEIGHT * WIDTH, 32),
+        nn.ReLU(),
+        nn.Linear(32, N_OUT),
+    ).to(device)
+    x = x_cpu.to(device)
+    y = y_cpu.to(device)
+    if not check_placement(report, device, model, [("batch", x), ("target", y)]):
+        return
+
+    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    scaler = make_grad_scaler(torch, device.type) if precision == "fp16" else None
+    report["grad_scaler"] = type(scaler).__module__ + "." + type(scaler).__name__ if scaler else None
+
+    def autocast():
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=dtype)
+
+    losses = []
+    skipped = 0
+    output_dtype = None
+    output_device = None
+    t_train = time.perf_counter()
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            prediction = model(x)
+            loss = torch.nn.functional.mse_loss(prediction.float(), y)
+        if output_dtype is None:
+            output_dtype, output_device = prediction.dtype, prediction.device
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scale_before = scaler.get_scale()
+            scaler.step(optimizer)
+            scaler.update()
+            if scaler.get_scale() < scale_before:  # inf/nan gradients: the scaler skipped this update
+                skipped += 1
+        else:
+            loss.backward()
+            optimizer.step()
+        losses.append(float(loss.item()))
+    with torch.no_grad(), autocast():
+        final_loss = float(torch.nn.functional.mse_loss(model(x).float(), y).item())
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    report["timings_s"]["train"] = round(time.perf_counter() - t_train, 3)
+    if scaler is not None:
+        report["grad_scale_final"] = float(scaler.get_scale())
+    report["updates_applied"] = steps - skipped
+
+    record_losses(report, losses, final_loss)
+    hint = ("loss did not decrease: check that loss.backward() and optimizer.step() run every step "
+            "and that optimizer.zero_grad() is not called between them")
+    check_losses(report, losses, final_loss, OVERFLOW_HINT if skipped * 2 >= steps else hint)
+    passed(report, "training")
+
+    if output_device != device:
+        report["placement_ok"] = False
+        fail(report, "placement", "the forward ran on %s, not %s" % (output_device, device),
+             "model or batch is on the CPU: move both with .to(device)")
+    expected = dtype if dtype is not None else torch.float32
+    report["autocast_output_dtype"] = str(output_dtype).replace("torch.", "")
+    if output_dtype != expected:
+        fail(report, "precision",
+             "the forward produced %s, expected %s under %s" % (output_dtype, expected, precision),
+             "autocast did not engage: wrap the forward in torch.autocast(device_type, dtype) with a dtype "
+             "this device supports")
+    else:
+        passed(report, "precision")
+    if device.type == "cuda":
+        report["memory"] = memory_report(torch, device)
+
+
+def run(argv):
+    try:
+        device_requested, steps, precision = parse_args(argv)
+    except _ArgumentError as exc:
+        report = new_report(None, None, None)
+        fail(report, "arguments", str(exc), USAGE_HINT)
+        return emit(report)
+    report = new_report(device_requested, steps, precision)
+    passed(report, "arguments")
+
+    t_import = time.perf_counter()
+    try:
+        import torch
+    except ImportError as exc:
+        fail(report, "import", describe_exception(exc), "the framework is not installed in this image")
+        return emit(report)
+    except Exception as exc:  # a broken install: missing shared library, ABI mismatch
+        fail(report, "import", describe_exception(exc),
+             "torch is installed but does not load: reinstall it; check its CUDA libraries match the image")
+        return emit(report)
+    report["timings_s"]["import"] = round(time.perf_counter() - t_import, 3)
+    passed(report, "import")
+
+    try:
+        gpu_available = collect_environment(torch, report)
+    except Exception as exc:
+        gpu_available = False
+        report["notes"].append("collecting device information raised %s" % describe_exception(exc))
+
+    if device_requested == "gpu" and not gpu_available:
+        says = "torch.cuda.is_available() is False"
+        if not report["cuda_runtime"] and not report.get("hip"):
+            says += " and torch.version.cuda is None (a CPU-only build)"
+        fail(report, "device", no_gpu_detail(says), NO_GPU_HINT)
+        return emit(report)
+    device = torch.device("cuda:0") if gpu_available and device_requested != "cpu" else torch.device("cpu")
+    report["device_used"] = str(device) if device.type == "cuda" else "cpu"
+    report["framework_device"] = str(device)
+    passed(report, "device")
+
+    effective = precision
+    if precision == "fp16" and device.type == "cpu" and os.environ.get("ENVBUILD_SMOKE_CPU_FP16") != "1":
+        effective = "bf16"
+        report["notes"].append("fp16 autocast is a GPU feature: ran bf16 on the CPU instead")
+    report["precision_effective"] = effective
+
+    try:
+        if device.type == "cuda":
+            arch_note(torch, report, device.index or 0)
+        train(torch, report, device, steps, effective)
+    except Exception as exc:
+        hint = "training raised: read the detail"
+        text = str(exc)
+        if "no kernel image" in text or "not compatible" in text:
+            hint = "this GPU's arch is not in torch.cuda.get_arch_list(): install a torch build that has it"
+        elif "out of memory" in text.lower():
+            hint = "CUDA out of memory: free the GPU (nvidia-smi) or set PYTORCH_CUDA_ALLOC_CONF"
+        elif "CUDA" in text or "cuDNN" in text or "CUDNN" in text:
+            hint = "CUDA/cuDNN error: check the driver supports the image's CUDA runtime (nvidia-smi)"
+        fail(report, "training", describe_exception(exc), hint)
+    return emit(report)
+
+
+def main(argv=None):
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except Exception as exc:  # last resort: the report must still come out
+        report = new_report(None, None, None)
+        fail(report, "internal", describe_exception(exc), "a bug in the smoke program: report it to envbuild")
+        return emit(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

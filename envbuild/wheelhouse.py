@@ -1,0 +1,115 @@
+"""Split an air-gapped wheelhouse into the framework's closure and everything else.
+
+Each part is bind-mounted into its own RUN, so a new wheel for a user package changes only the
+user layer's inputs: the framework layer, gigabytes with its CUDA wheels, stays cached.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+from email.parser import HeaderParser
+
+from envbuild.errors import UsageError
+
+_WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def target_environment(python: str) -> dict[str, str]:
+    """Marker values of the image (linux x86_64 CPython), not of the host running envbuild."""
+    return {
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "os_name": "posix",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_version": "",
+        "implementation_version": f"{python}.0",
+    }
+
+
+def _requires(path: str) -> list[str]:
+    with zipfile.ZipFile(path) as archive:
+        meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+        if meta is None:
+            return []
+        headers = HeaderParser().parsestr(archive.read(meta).decode("utf-8", "replace"))
+    return headers.get_all("Requires-Dist") or []
+
+
+def framework_closure(directory: str, requirements: tuple[str, ...], python: str) -> set[str]:
+    """File names of the wheels the framework requirements pull in, for the image's platform."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    wheels: dict[str, list[str]] = {}
+    for filename in sorted(os.listdir(directory)):
+        match = _WHEEL_RE.match(filename)
+        if match:
+            wheels.setdefault(canonical(match.group("name")), []).append(filename)
+    environment = target_environment(python)
+    wanted: list[tuple[str, frozenset[str]]] = []
+    for text in requirements:
+        requirement = Requirement(text)
+        wanted.append((canonical(requirement.name), frozenset(requirement.extras)))
+    chosen: set[str] = set()
+    seen: set[tuple[str, frozenset[str]]] = set()
+    while wanted:
+        name, extras = wanted.pop()
+        if (name, extras) in seen:
+            continue
+        seen.add((name, extras))
+        for filename in wheels.get(name, []):
+            chosen.add(filename)
+            for line in _requires(os.path.join(directory, filename)):
+                try:
+                    dependency = Requirement(line)
+                except InvalidRequirement:
+                    continue
+                marker = dependency.marker
+                active = marker is None or any(
+                    marker.evaluate({**environment, "extra": extra}) for extra in (extras or {""})
+                )
+                if active:
+                    wanted.append((canonical(dependency.name), frozenset(dependency.extras)))
+    return chosen
+
+
+def split_wheelhouse(directory: str, destination: str, requirements: tuple[str, ...], python: str) -> None:
+    """Copy (hard-link where possible) into destination/framework and destination/user."""
+    if not os.path.isdir(directory):
+        raise UsageError(
+            f"--wheelhouse {directory} is not a directory",
+            fix="make one with `pip download -d DIR ...` for the image's Python and platform",
+        )
+    closure = framework_closure(directory, requirements, python)
+    framework_names = {
+        canonical(r.split("[")[0].split("=")[0].split("<")[0].split(">")[0]) for r in requirements
+    }
+    if not any(canonical(_WHEEL_RE.match(f).group("name")) in framework_names for f in closure):  # type: ignore[union-attr]
+        raise UsageError(
+            f"--wheelhouse {directory} has no wheel for {', '.join(requirements)}",
+            fix="pip download the framework into it for the image's Python and platform "
+            "(--python-version, --platform manylinux_2_28_x86_64 --only-binary=:all:)",
+        )
+    for part in ("framework", "user"):
+        os.makedirs(os.path.join(destination, part), exist_ok=True)
+    for filename in sorted(os.listdir(directory)):
+        if not filename.endswith(".whl"):
+            continue
+        source = os.path.join(directory, filename)
+        target = os.path.join(destination, "framework" if filename in closure else "user", filename)
+        try:
+            os.link(source, target)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(source, target)
