@@ -23,7 +23,8 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     names = zipfile.ZipFile(wheel).namelist()
     assert "envbuild/_data/matrix/drivers.toml" in names
     assert "envbuild/_data/matrix/frameworks/torch.toml" in names
-    assert "envbuild/_data/templates/README.md" in names
+    assert "envbuild/_data/templates/dockerfile/wheels.Dockerfile.j2" in names
+    assert "envbuild/smoke/torch_smoke.py" in names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -56,3 +57,12 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
         check=True,
     )
     assert str(venv) in where.stdout and "_data" in where.stdout
+    spec = elsewhere / "envbuild.toml"
+    spec.write_text((REPO / "examples" / "torch-wheels" / "envbuild.toml").read_text())
+    rendered = subprocess.run([str(venv / "bin" / "envbuild"), "render"], cwd=elsewhere, env=env,
+                              capture_output=True, text=True, check=False)
+    assert rendered.returncode == 0, rendered.stderr
+    dockerfile = (elsewhere / "build" / "default" / "Dockerfile").read_text()
+    assert dockerfile.startswith("# Rendered by envbuild") and "FROM ubuntu:22.04" in dockerfile
+    assert (elsewhere / "build" / "default" / "smoke.py").read_bytes() == (
+        REPO / "envbuild" / "smoke" / "torch_smoke.py").read_bytes()
