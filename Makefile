@@ -10,7 +10,7 @@ install: $(BIN)/envbuild
 $(BIN)/envbuild: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,smoke]'
 	$(BIN)/python -m compileall -q envbuild  # as pip does for a wheel: start-up time is a feature
 	@touch $@
 

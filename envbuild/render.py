@@ -15,6 +15,7 @@ import tempfile
 from envbuild import __version__
 from envbuild.errors import UsageError
 from envbuild.plan import MICROMAMBA_UID, VENV, Plan
+from envbuild.smoke import program
 
 DOCKERFILE_TEMPLATES = {
     "wheels": "dockerfile/wheels.Dockerfile.j2",
@@ -35,12 +36,6 @@ def templates_dir() -> str:
     here = os.path.dirname(os.path.realpath(__file__))
     packaged = os.path.join(here, "_data", "templates")
     return packaged if os.path.isdir(packaged) else os.path.join(os.path.dirname(here), "templates")
-
-
-def smoke_program(framework: str) -> bytes:
-    path = os.path.join(os.path.dirname(os.path.realpath(__file__)), "smoke", f"{framework}_smoke.py")
-    with open(path, "rb") as handle:
-        return handle.read()
 
 
 def _environment():
@@ -89,7 +84,7 @@ def render_files(plan: Plan) -> dict[str, bytes]:
         files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
         del files["requirements-framework.txt"]
     encoded = {name: text.encode() for name, text in files.items()}
-    encoded["smoke.py"] = smoke_program(plan.stack.framework.name)
+    encoded["smoke.py"] = program(plan.stack.framework.name)
     return encoded
 
 

@@ -64,5 +64,5 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     assert rendered.returncode == 0, rendered.stderr
     dockerfile = (elsewhere / "build" / "default" / "Dockerfile").read_text()
     assert dockerfile.startswith("# Rendered by envbuild") and "FROM ubuntu:22.04" in dockerfile
-    assert (elsewhere / "build" / "default" / "smoke.py").read_bytes() == (
-        REPO / "envbuild" / "smoke" / "torch_smoke.py").read_bytes()
+    smoke = (elsewhere / "build" / "default" / "smoke.py").read_text()
+    assert "from envbuild" not in smoke and 'FRAMEWORK = "torch"' in smoke  # standalone
