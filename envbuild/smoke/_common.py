@@ -12,7 +12,6 @@ import time
 _T0 = time.perf_counter()
 
 import argparse  # noqa: E402
-import contextlib  # noqa: E402
 import glob  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402

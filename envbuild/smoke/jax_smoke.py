@@ -18,7 +18,7 @@ falling back to bf16 (for testing the loss-scaling path on a machine without a G
 
 from __future__ import annotations
 
-from envbuild.smoke._common import *  # noqa: F403 -- replaced by that module's code when assembled
+from envbuild.smoke._common import *
 
 FRAMEWORK = "jax"
 

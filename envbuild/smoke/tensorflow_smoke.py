@@ -19,7 +19,7 @@ LossScaleOptimizer path on a machine without a GPU).
 
 from __future__ import annotations
 
-from envbuild.smoke._common import *  # noqa: F403 -- replaced by that module's code when assembled
+from envbuild.smoke._common import *
 
 FRAMEWORK = "tensorflow"
 
