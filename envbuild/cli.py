@@ -134,6 +134,25 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
 
+    smoke = commands.add_parser(
+        "smoke",
+        formatter_class=_HelpFormatter,
+        help="run the smoke training step on this host (no container)",
+        description="Run the framework's smoke program with this Python: forward, backward and optimizer "
+        "steps with gates for device, driver, arch, placement, training, precision, memory and multi-GPU. "
+        "Exit 0 when every gate passed, 1 otherwise.",
+    )
+    smoke.add_argument(
+        "--framework",
+        choices=("torch", "tensorflow", "jax"),
+        help="default: the first of torch, tensorflow, jax this Python can import",
+    )
+    smoke.add_argument("--device", choices=("gpu", "cpu", "auto"), default="gpu", help="default: gpu")
+    smoke.add_argument("--steps", type=int, metavar="N", help="training steps (default 20)")
+    smoke.add_argument("--precision", choices=("fp32", "fp16", "bf16"), help="default: fp32")
+    smoke.add_argument("--timeout", type=int, default=600, metavar="S", help="seconds (default 600)")
+    smoke.add_argument("--json", action="store_true", help="print the report as JSON")
+
     matrix = commands.add_parser(
         "matrix", formatter_class=_HelpFormatter, help="inspect and validate the compatibility data"
     )
@@ -204,6 +223,18 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_smoke(args: argparse.Namespace) -> int:
+    import json
+
+    from envbuild.smoke_run import run_smoke, summary
+
+    report, _ = run_smoke(
+        args.framework, device=args.device, steps=args.steps, precision=args.precision, timeout=args.timeout
+    )
+    sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else summary(report))
+    return EXIT_OK if report["passed"] else EXIT_FAILURE
+
+
 def _cmd_init(args: argparse.Namespace) -> int:
     from envbuild.init import write_starter
 
@@ -249,6 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_resolve(args)
         if args.command == "render":
             return _cmd_render(args)
+        if args.command == "smoke":
+            return _cmd_smoke(args)
         if args.command == "init":
             return _cmd_init(args)
         if args.command == "matrix":

@@ -59,8 +59,14 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     assert str(venv) in where.stdout and "_data" in where.stdout
     spec = elsewhere / "envbuild.toml"
     spec.write_text((REPO / "examples" / "torch-wheels" / "envbuild.toml").read_text())
-    rendered = subprocess.run([str(venv / "bin" / "envbuild"), "render"], cwd=elsewhere, env=env,
-                              capture_output=True, text=True, check=False)
+    rendered = subprocess.run(
+        [str(venv / "bin" / "envbuild"), "render"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert rendered.returncode == 0, rendered.stderr
     dockerfile = (elsewhere / "build" / "default" / "Dockerfile").read_text()
     assert dockerfile.startswith("# Rendered by envbuild") and "FROM ubuntu:22.04" in dockerfile

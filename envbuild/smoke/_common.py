@@ -20,7 +20,9 @@ import platform  # noqa: E402
 import sys  # noqa: E402
 
 # --- shared code starts here (everything above stays out of the assembled program)
-GATES = ("arguments", "import", "device", "placement", "training", "precision")
+GATES = ("arguments", "import", "device", "driver", "arch", "placement", "training", "precision", "memory",
+         "multi_gpu")
+GPU_GATES = ("driver", "arch", "memory", "multi_gpu")
 DEVICES = ("auto", "gpu", "cpu")
 DEVICE_ALIASES = {"cuda": "gpu"}
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -107,7 +109,10 @@ def new_report(framework, device, steps, precision):
         "duration_s": None,
         "timings_s": {},
         "passed": False,
-        "gates": {gate: "skipped" for gate in GATES},
+        "gates": {gate: "not run" for gate in GATES},
+        "driver": None,
+        "monitoring": None,
+        "throughput_samples_per_s": None,
         "failed": [],
         "notes": [],
     }
@@ -124,6 +129,315 @@ def fail(report, gate, detail, hint):
 def passed(report, gate):
     if report["gates"].get(gate) != "failed":
         report["gates"][gate] = "passed"
+
+
+def skip(report, gate, why):
+    """A gate that does not apply here: reported as skipped with the reason, never as passed."""
+    if report["gates"].get(gate) in ("not run", None):
+        report["gates"][gate] = "skipped: " + why
+
+
+def skip_gpu_gates(report, why):
+    for gate in GPU_GATES:
+        skip(report, gate, why)
+
+
+# --- driver: what the host runs, and the image's NVIDIA_REQUIRE_CUDA against it
+
+
+def _version_tuple(text):
+    parts = []
+    for piece in str(text).strip().split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def driver_info():
+    """The kernel driver version and the CUDA version its user-mode driver supports."""
+    info = {"version": None, "cuda": None}
+    try:
+        with open("/proc/driver/nvidia/version") as handle:
+            text = handle.read()
+        words = text.split()
+        for index, word in enumerate(words):
+            if word == "Module" and index + 1 < len(words):
+                candidate = words[index + 1]
+                if candidate == "for" and index + 3 < len(words):
+                    candidate = words[index + 3]
+                if _version_tuple(candidate):
+                    info["version"] = candidate
+                    break
+    except OSError:
+        pass
+    try:
+        import ctypes
+
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        value = ctypes.c_int(0)
+        if libcuda.cuDriverGetVersion(ctypes.byref(value)) == 0 and value.value:
+            info["cuda"] = "%d.%d" % (value.value // 1000, (value.value % 1000) // 10)
+    except (OSError, AttributeError):
+        pass
+    return info
+
+
+def require_satisfied(expression, driver_cuda, driver_version, brand=None):
+    """Evaluate NVIDIA_REQUIRE_CUDA as the Container Toolkit does: spaces OR, commas AND.
+
+    Returns (satisfied, the first unmet group). Keys: cuda, driver, brand, arch (unknown -> unmet).
+    """
+    known = {"cuda": driver_cuda, "driver": driver_version, "brand": brand}
+    unmet = None
+    for group in expression.split():
+        ok = True
+        for constraint in group.split(","):
+            for op in (">=", "<=", "==", "!=", ">", "<", "="):
+                if op in constraint:
+                    key, value = constraint.split(op, 1)
+                    break
+            else:
+                ok = False
+                break
+            have = known.get(key.strip())
+            if have is None:
+                ok = False
+                break
+            if key.strip() == "brand":
+                same = have.lower() == value.lower()
+                result = same if op in ("=", "==") else not same
+            else:
+                left, right = _version_tuple(have), _version_tuple(value)
+                width = max(len(left), len(right))
+                left, right = left + (0,) * (width - len(left)), right + (0,) * (width - len(right))
+                result = {">=": left >= right, "<=": left <= right, ">": left > right, "<": left < right,
+                          "=": left == right, "==": left == right, "!=": left != right}[op]
+            if not result:
+                ok = False
+                break
+        if ok:
+            return True, None
+        if unmet is None:
+            unmet = group
+    return False, unmet
+
+
+def check_driver(report, environ=None):
+    environ = os.environ if environ is None else environ
+    info = driver_info() if report.get("driver") is None else report["driver"]
+    report["driver"] = info
+    requirement = environ.get("NVIDIA_REQUIRE_CUDA", "").strip()
+    disabled = environ.get("NVIDIA_DISABLE_REQUIRE", "").strip().lower() in ("1", "t", "true", "yes")
+    if not requirement or disabled:
+        if info["cuda"] or info["version"]:
+            passed(report, "driver")
+        else:
+            skip(report, "driver", "driver version unknown")
+        return
+    if not info["cuda"]:
+        skip(report, "driver", "driver version unknown")
+        return
+    ok, unmet = require_satisfied(requirement, info["cuda"], info["version"])
+    if ok:
+        passed(report, "driver")
+        return
+    fail(report, "driver",
+         "the driver supports CUDA %s (driver %s) but the image requires %s (first unmet: %s)"
+         % (info["cuda"], info["version"] or "unknown", requirement, unmet),
+         "the host driver is too old for this image: upgrade the driver, or build for the CUDA it runs "
+         "(envbuild resolve --driver <nvidia-smi's version>)")
+
+
+# --- arch: is the GPU in the build's compiled architectures ("no kernel image")
+
+
+def arch_covers(capability, arch_list):
+    """SASS for the same major and a minor <= the GPU's, or PTX for an arch <= the GPU's."""
+    major, minor = capability
+    for arch in arch_list:
+        name = str(arch).lower()
+        digits = "".join(ch for ch in name if ch.isdigit())
+        if len(digits) < 2:
+            continue
+        arch_cc = (int(digits[:-1]), int(digits[-1]))
+        if name.startswith("compute") and arch_cc <= (major, minor):
+            return "ptx"
+        if name.startswith("sm") and arch_cc[0] == major and arch_cc[1] <= minor:
+            return "sass"
+    return None
+
+
+def check_arch(report, capability, arch_list):
+    """capability: (major, minor); arch_list: ["sm_80", "compute_90", ...] or None when unknown."""
+    wanted = "sm_%d%d" % capability
+    report["compute_capability"] = "%d.%d" % capability
+    if not arch_list:
+        skip(report, "arch", "the framework does not report its compiled architectures")
+        return True
+    how = arch_covers(capability, arch_list)
+    if how is None:
+        fail(report, "arch",
+             "no kernel image is available for execution on the device: %s is not covered by the build's "
+             "archs %s" % (wanted, ",".join(arch_list)),
+             "install a build compiled for compute capability %d.%d (envbuild resolve --gpu %d.%d)"
+             % (capability + capability))
+        return False
+    if how == "ptx":
+        report["notes"].append(
+            "%s runs through PTX JIT only: the first launch of each kernel compiles it" % wanted)
+    passed(report, "arch")
+    return True
+
+
+# --- memory (torch): out-of-memory events and allocator retries are gated, fragmentation reported
+
+OOM_HINT = ("CUDA out of memory: use a smaller batch, mixed precision (bf16), gradient accumulation or "
+            "activation checkpointing; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against "
+            "fragmentation")
+
+
+def check_memory(report, memory):
+    if memory is None:
+        skip(report, "memory", "no allocator statistics")
+        return
+    if memory.get("num_ooms", 0) or memory.get("num_alloc_retries", 0):
+        fail(report, "memory",
+             "the allocator hit %d out-of-memory event(s) and %d retry(ies); fragmentation %.1f%%"
+             % (memory.get("num_ooms", 0), memory.get("num_alloc_retries", 0),
+                100.0 * memory.get("fragmentation", 0.0)), OOM_HINT)
+        return
+    passed(report, "memory")
+
+
+# --- multi-GPU: a collective across every device, with a timeout so a hang becomes a failure
+
+NCCL_HINT = ("the all-reduce hung or failed: try a single GPU first (CUDA_VISIBLE_DEVICES=0), rerun with "
+             "NCCL_DEBUG=INFO, and check P2P/IB settings (NCCL_P2P_DISABLE=1, NCCL_IB_DISABLE=1) and the "
+             "interconnect")
+
+
+def record_allreduce(report, result, world, seconds, timeout):
+    """result: the summed value, or None when it did not finish within timeout."""
+    expected = world * (world + 1) / 2.0
+    report["multi_gpu"] = {"devices": world, "expected": expected, "result": result,
+                           "seconds": round(seconds, 3), "timeout_s": timeout}
+    if result is None:
+        fail(report, "multi_gpu", "all-reduce across %d devices did not finish within %ss" % (world, timeout),
+             NCCL_HINT)
+    elif abs(float(result) - expected) > 1e-3:
+        fail(report, "multi_gpu",
+             "all-reduce across %d devices gave %s, expected %s" % (world, result, expected), NCCL_HINT)
+    else:
+        passed(report, "multi_gpu")
+
+
+def run_with_timeout(function, timeout):
+    """(value, finished) of function() in a daemon thread: a hung collective cannot hang the report."""
+    import threading
+
+    box = {}
+
+    def target():
+        try:
+            box["value"] = function()
+        except Exception as exc:  # reported by the caller as a failed collective
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        return None, False
+    if "error" in box:
+        raise box["error"]
+    return box.get("value"), True
+
+
+# --- monitoring: what nvidia-smi sees while the steps run
+
+
+class GpuMonitor:
+    """Samples utilization, memory, power and temperature with nvidia-smi during the training steps."""
+
+    QUERY = "index,utilization.gpu,memory.used,power.draw,temperature.gpu"
+
+    def __init__(self, interval=0.2):
+        import shutil
+        import threading
+
+        self.interval = interval
+        self.samples = []
+        self.command = shutil.which("nvidia-smi")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        import subprocess
+
+        out = subprocess.run([self.command, "--query-gpu=" + self.QUERY, "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=5).stdout
+        for line in out.splitlines():
+            fields = [f.strip() for f in line.split(",")]
+            if len(fields) == 5:
+                self.samples.append(fields)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self._sample()
+            except Exception:
+                return
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        if self.command:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self.command:
+            self._thread.join(5)
+        return False
+
+    def summary(self):
+        if not self.command:
+            return None
+        names = ("utilization_pct", "memory_used_mib", "power_w", "temperature_c")
+        per_gpu = {}
+        for sample in self.samples:
+            entry = per_gpu.setdefault(sample[0], {name: [] for name in names})
+            for name, value in zip(names, sample[1:]):  # noqa: B905 -- Python 3.8
+                try:
+                    entry[name].append(float(value))
+                except ValueError:
+                    pass
+        result = {}
+        for index, values in sorted(per_gpu.items()):
+            result[index] = {name: {"max": max(v), "mean": round(sum(v) / len(v), 2)} if v else None
+                             for name, v in values.items()}
+        return {"samples": len(self.samples), "gpus": result}
+
+
+def record_monitoring(report, monitor):
+    summary = monitor.summary()
+    report["monitoring"] = summary
+    if summary is None:
+        report["notes"].append("nvidia-smi not found: no utilization/power/temperature samples")
+        return
+    for index, values in summary["gpus"].items():
+        util = values.get("utilization_pct")
+        if util and util["mean"] < 30 and summary["samples"] >= 5:
+            report["notes"].append(
+                "GPU %s averaged %s%% utilization: a starved GPU - suspect the data pipeline (dataloader "
+                "workers, pinned memory, batch size) before the model" % (index, util["mean"]))
+
+
+def record_throughput(report, samples, seconds):
+    if seconds > 0:
+        report["throughput_samples_per_s"] = round(samples / seconds, 1)
 
 
 def describe_exception(exc):
@@ -216,6 +530,9 @@ def check_losses(report, losses, final_loss, not_decreasing_hint):
 
 def emit(report):
     report["duration_s"] = round(time.perf_counter() - _T0, 3)
+    for gate, state in report["gates"].items():
+        if state == "not run":
+            report["gates"][gate] = "skipped: not reached"
     report["passed"] = not report["failed"]
     sys.stdout.flush()
     sys.stdout.write(json.dumps(_json_safe(report), sort_keys=False, allow_nan=False) + "\n")

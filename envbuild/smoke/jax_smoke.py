@@ -5,7 +5,11 @@
 ENVBUILD_SMOKE_DEVICE, ENVBUILD_SMOKE_STEPS and ENVBUILD_SMOKE_PRECISION give the defaults when a flag is
 absent (built-in defaults: auto, 20, fp32). The program trains a tiny seeded model (a 2D convolution, then
 an MLP) to fit a fixed random linear map for N jitted steps of forward, jax.grad and a hand-written Adam
-update (optax is not assumed), and checks the gates import, device, placement, training and precision.
+update (optax is not assumed), and checks the gates import, device, placement, training and precision;
+on a GPU also driver (the host driver against NVIDIA_REQUIRE_CUDA), arch (skipped: JAX does not report its
+compiled architectures) and multi_gpu (a psum under jax.pmap across every GPU, with a timeout); memory is
+skipped (a torch feature). On the CPU those four are "skipped: cpu". ENVBUILD_SMOKE_LR overrides the
+learning rate (tests set 0 to see the training gate fail).
 bf16/fp16 cast parameters and batch for the forward and keep fp32 master weights; fp16 also scales the
 loss (halved on overflow, the step skipped). It prints exactly one JSON report as the last line of stdout
 and exits 0 only when every gate passed, else 1.
@@ -31,6 +35,7 @@ ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
 FP16_INITIAL_LOSS_SCALE = 2.0 ** 10
 GPU_PLATFORMS = ("cuda", "rocm", "gpu")
+ALLREDUCE_TIMEOUT_S = 120
 
 
 def cuda_version_string(value):
@@ -174,7 +179,7 @@ def make_data(np):
     return x, x.reshape(N_SAMPLES, -1) @ target_map
 
 
-def build_step(jax, jnp, compute_dtype, loss_scaling):
+def build_step(jax, jnp, compute_dtype, loss_scaling, learning_rate=LEARNING_RATE):
     lax = jax.lax
     tree_map = jax.tree_util.tree_map
 
@@ -205,7 +210,7 @@ def build_step(jax, jnp, compute_dtype, loss_scaling):
         correction1 = 1.0 - beta1 ** new_count
         correction2 = 1.0 - beta2 ** new_count
         new_params = tree_map(
-            lambda p, m, v: p - LEARNING_RATE * (m / correction1) / (jnp.sqrt(v / correction2) + ADAM_EPS),
+            lambda p, m, v: p - learning_rate * (m / correction1) / (jnp.sqrt(v / correction2) + ADAM_EPS),
             params, new_m, new_v)
         if loss_scaling:  # skip the update and halve the scale when the scaled gradients overflowed
 
@@ -226,7 +231,9 @@ def train(jax, report, device, steps, precision):
     jnp = jax.numpy
     compute_dtype = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}[precision]
     loss_scaling = precision == "fp16"
-    forward, loss_fn, step = build_step(jax, jnp, compute_dtype, loss_scaling)
+    # ENVBUILD_SMOKE_LR exists for tests: a learning rate of 0 must fail the training gate
+    learning_rate = float(os.environ.get("ENVBUILD_SMOKE_LR") or LEARNING_RATE)
+    forward, loss_fn, step = build_step(jax, jnp, compute_dtype, loss_scaling, learning_rate)
 
     params_host = init_params(np)
     x_host, y_host = make_data(np)
@@ -258,21 +265,32 @@ def train(jax, report, device, steps, precision):
         report["forward_output_dtype"] = str(output.dtype)
 
         losses = []
+        monitor = GpuMonitor() if device.platform != "cpu" else None
         t_train = time.perf_counter()
-        for index in range(steps):
-            params, adam_m, adam_v, count, scale, loss = step(params, adam_m, adam_v, count, scale, x, y)
-            losses.append(float(loss))
-            if index == 0:
-                report["timings_s"]["first_step_with_compile"] = round(time.perf_counter() - t_train, 3)
-        final_loss = float(loss_fn(params, x, y))
-        report["timings_s"]["train"] = round(time.perf_counter() - t_train, 3)
+        if monitor is not None:
+            monitor.__enter__()
+        try:
+            for index in range(steps):
+                params, adam_m, adam_v, count, scale, loss = step(params, adam_m, adam_v, count, scale, x, y)
+                losses.append(float(loss))
+                if index == 0:
+                    report["timings_s"]["first_step_with_compile"] = round(time.perf_counter() - t_train, 3)
+            final_loss = float(loss_fn(params, x, y))
+        finally:
+            train_seconds = time.perf_counter() - t_train
+            if monitor is not None:
+                monitor.__exit__(None, None, None)
+        if monitor is not None:
+            record_monitoring(report, monitor)
+        report["timings_s"]["train"] = round(train_seconds, 3)
+        record_throughput(report, N_SAMPLES * steps, train_seconds)
         if loss_scaling:
             report["loss_scale_final"] = float(scale)
         report["updates_applied"] = int(count)
 
         record_losses(report, losses, final_loss)
-        hint = ("loss did not decrease: check the update applies jax.grad's gradients to the parameters "
-                "that the next step uses (jax arrays are immutable: keep the returned params)")
+        hint = ("loss did not decrease: check the optimizer update applies jax.grad's gradients to the "
+                "parameters that the next step uses (jax arrays are immutable: keep the returned params)")
         skipped = steps - report["updates_applied"]
         check_losses(report, losses, final_loss, OVERFLOW_HINT if skipped * 2 >= steps else hint)
         passed(report, "training")
@@ -289,6 +307,66 @@ def train(jax, report, device, steps, precision):
              "cast parameters and batch with .astype(jnp.bfloat16 / jnp.float16) inside the forward")
     else:
         passed(report, "precision")
+
+
+def compute_capability_of(device):
+    """(major, minor) from a JAX GPU device's compute_capability ("9.0"), or None when it has none."""
+    text = getattr(device, "compute_capability", None)
+    if text is None:
+        return None
+    parts = str(text).strip().split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def check_gpu(report, device):
+    """The driver, arch and memory gates on a GPU (JAX does not report its compiled archs)."""
+    try:
+        check_driver(report)
+    except Exception as exc:
+        fail(report, "driver", "checking the driver raised %s" % describe_exception(exc),
+             "a bug in the smoke program: report it to envbuild")
+    try:
+        capability = compute_capability_of(device)
+        if capability is None:
+            reported = getattr(device, "compute_capability", None)
+            report["notes"].append("compute capability unknown (%r)" % (reported,))
+            skip(report, "arch", "compute capability unknown")
+        else:
+            check_arch(report, capability, None)
+    except Exception as exc:
+        fail(report, "arch", "checking the compute capability raised %s" % describe_exception(exc),
+             "a bug in the smoke program: report it to envbuild")
+    skip(report, "memory", "allocator statistics are a torch feature")
+
+
+def check_multi_gpu(jax, report, gpus):
+    """An all-reduce (psum under pmap) across every GPU: device r contributes r + 1."""
+    count = len(gpus)
+    if count < 2:
+        skip(report, "multi_gpu", "one GPU visible")
+        return
+
+    def allreduce():
+        import numpy as np
+
+        values = np.arange(1, count + 1, dtype=np.float32)
+        summed = jax.pmap(lambda v: jax.lax.psum(v, "i"), axis_name="i", devices=gpus)(values)
+        return float(np.asarray(summed)[0])
+
+    started = time.perf_counter()
+    try:
+        value, finished = run_with_timeout(allreduce, ALLREDUCE_TIMEOUT_S)
+    except Exception as exc:
+        fail(report, "multi_gpu", describe_exception(exc), NCCL_HINT)
+        return
+    seconds = time.perf_counter() - started
+    if not finished:
+        record_allreduce(report, None, count, seconds, ALLREDUCE_TIMEOUT_S)
+        emit(report)
+        os._exit(1)  # the hung collective's thread may block interpreter exit
+    record_allreduce(report, float(value), count, seconds, ALLREDUCE_TIMEOUT_S)
 
 
 def run(argv):
@@ -341,8 +419,15 @@ def run(argv):
         report["notes"].append("fp16 is a GPU precision: ran bf16 on the CPU instead")
     report["precision_effective"] = effective
 
+    on_gpu = device.platform != "cpu"
+    if on_gpu:
+        check_gpu(report, device)
+    else:
+        skip_gpu_gates(report, "cpu")
     try:
         train(jax, report, device, steps, effective)
+        if on_gpu:
+            check_multi_gpu(jax, report, gpus)
     except Exception as exc:
         text = str(exc)
         hint = "training raised: read the detail"

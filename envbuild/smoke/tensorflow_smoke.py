@@ -5,7 +5,11 @@
 ENVBUILD_SMOKE_DEVICE, ENVBUILD_SMOKE_STEPS and ENVBUILD_SMOKE_PRECISION give the defaults when a flag is
 absent (built-in defaults: auto, 20, fp32). The program trains a tiny seeded Keras model (Conv2D, then an
 MLP) to fit a fixed random linear map for N steps of a tf.function with GradientTape and an Adam update,
-and checks the gates import, device, placement, training and precision. bf16/fp16 use the Keras
+and checks the gates import, device, placement, training and precision; on a GPU also driver (the host
+driver against NVIDIA_REQUIRE_CUDA), arch (the GPU against tf.sysconfig.get_build_info()'s compiled
+capabilities) and multi_gpu (a MirroredStrategy all-reduce across every GPU, with a timeout); memory is
+skipped (a torch feature). On the CPU those four are "skipped: cpu". ENVBUILD_SMOKE_LR overrides the
+learning rate (tests set 0 to see the training gate fail). bf16/fp16 use the Keras
 mixed_precision policy ('mixed_bfloat16' / 'mixed_float16'); fp16 wraps the optimizer in a
 LossScaleOptimizer (Keras 3 and Keras 2 APIs both handled). It prints exactly one JSON report as the last
 line of stdout and exits 0 only when every gate passed, else 1.
@@ -30,6 +34,7 @@ N_SAMPLES, CHANNELS, HEIGHT, WIDTH, HIDDEN_CHANNELS, HIDDEN, N_OUT = 64, 3, 8, 8
 LEARNING_RATE = 3e-3
 FP16_INITIAL_LOSS_SCALE = 2.0 ** 10
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+ALLREDUCE_TIMEOUT_S = 120
 
 
 def nccl_version_string():
@@ -66,7 +71,7 @@ def collect_environment(tf, report):
     report["cudnn"] = str(build["cudnn_version"]) if build.get("cudnn_version") else None
     capabilities = build.get("cuda_compute_capabilities")
     if capabilities:
-        report["arch_list"] = list(capabilities)
+        report["arch_list"] = arch_names(capabilities)
     else:
         report["arch_list"] = None if report["is_cuda_build"] else []
     gpus = []
@@ -100,6 +105,19 @@ def collect_environment(tf, report):
             report["notes"].append("NVIDIA device nodes exist but TensorFlow sees no GPU (is_cuda_build=%s)"
                                    % report["is_cuda_build"])
     return gpus
+
+
+def arch_names(capabilities):
+    """The build's compute capabilities as "sm_XY"/"compute_XY": keeps those forms, turns "8.0" into sm_80."""
+    names = []
+    for item in capabilities:
+        text = str(item).strip().lower()
+        if text.startswith(("sm_", "compute_")):
+            names.append(text)
+            continue
+        digits = text.replace(".", "")
+        names.append("sm_" + digits if digits.isdigit() and "." in text else text)
+    return names
 
 
 def device_of(tf, value):
@@ -167,7 +185,9 @@ def train(tf, report, gpu, steps, precision):
             keras.layers.Dense(HIDDEN, activation="relu"),
             keras.layers.Dense(N_OUT),
         ])
-        optimizer = keras.optimizers.Adam(learning_rate=LEARNING_RATE)
+        # ENVBUILD_SMOKE_LR exists for tests: a learning rate of 0 must fail the training gate
+        learning_rate = float(os.environ.get("ENVBUILD_SMOKE_LR") or LEARNING_RATE)
+        optimizer = keras.optimizers.Adam(learning_rate=learning_rate)
         if precision == "fp16":
             optimizer = make_loss_scale_optimizer(keras, optimizer)
         report["optimizer"] = type(optimizer).__module__ + "." + type(optimizer).__name__
@@ -214,15 +234,26 @@ def train(tf, report, gpu, steps, precision):
             return tf.reduce_mean(tf.square(tf.cast(model(x, training=False), tf.float32) - y))
 
         losses = []
+        monitor = GpuMonitor() if gpu else None
         t_train = time.perf_counter()
-        for index in range(steps):
-            loss, prediction = train_step(x, y)
-            losses.append(float(loss.numpy()))
-            if index == 0:
-                report["timings_s"]["first_step_with_trace"] = round(time.perf_counter() - t_train, 3)
-                step_device = device_of(tf, prediction)
-        final_loss = float(evaluate(x, y).numpy())
-        report["timings_s"]["train"] = round(time.perf_counter() - t_train, 3)
+        if monitor is not None:
+            monitor.__enter__()
+        try:
+            for index in range(steps):
+                loss, prediction = train_step(x, y)
+                losses.append(float(loss.numpy()))
+                if index == 0:
+                    report["timings_s"]["first_step_with_trace"] = round(time.perf_counter() - t_train, 3)
+                    step_device = device_of(tf, prediction)
+            final_loss = float(evaluate(x, y).numpy())
+        finally:
+            train_seconds = time.perf_counter() - t_train
+            if monitor is not None:
+                monitor.__exit__(None, None, None)
+        if monitor is not None:
+            record_monitoring(report, monitor)
+        report["timings_s"]["train"] = round(train_seconds, 3)
+        record_throughput(report, N_SAMPLES * steps, train_seconds)
     if precision == "fp16":
         report["loss_scale_final"] = loss_scale_of(optimizer)
     try:  # counts applied updates only: a LossScaleOptimizer does not count the steps it skipped
@@ -256,6 +287,58 @@ def train(tf, report, gpu, steps, precision):
             report["memory"] = {"peak_bytes": int(info["peak"]), "current_bytes": int(info["current"])}
         except Exception as exc:
             report["notes"].append("GPU memory info unknown: %s" % describe_exception(exc))
+
+
+def check_gpu(tf, report, gpu):
+    """The driver, arch and memory gates on a GPU; arch against the build's compiled list."""
+    try:
+        check_driver(report)
+    except Exception as exc:
+        fail(report, "driver", "checking the driver raised %s" % describe_exception(exc),
+             "a bug in the smoke program: report it to envbuild")
+    try:
+        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability")
+        if not capability:
+            skip(report, "arch", "compute capability unknown")
+        else:
+            major, minor = (int(part) for part in tuple(capability)[:2])
+            check_arch(report, (major, minor), report.get("arch_list"))
+    except Exception as exc:
+        fail(report, "arch", "checking the compute capability raised %s" % describe_exception(exc),
+             "a bug in the smoke program: report it to envbuild")
+    skip(report, "memory", "allocator statistics are a torch feature")
+
+
+def check_multi_gpu(tf, report, gpus):
+    """An all-reduce across every GPU with MirroredStrategy: replica r contributes r + 1."""
+    count = len(gpus)
+    if count < 2:
+        skip(report, "multi_gpu", "one GPU visible")
+        return
+
+    def allreduce():
+        strategy = tf.distribute.MirroredStrategy()
+
+        def contribution():
+            replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+            return tf.cast(replica, tf.float32) + 1.0
+
+        per_replica = strategy.run(contribution)
+        summed = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+        return float(summed.numpy())
+
+    started = time.perf_counter()
+    try:
+        value, finished = run_with_timeout(allreduce, ALLREDUCE_TIMEOUT_S)
+    except Exception as exc:
+        fail(report, "multi_gpu", describe_exception(exc), NCCL_HINT)
+        return
+    seconds = time.perf_counter() - started
+    if not finished:
+        record_allreduce(report, None, count, seconds, ALLREDUCE_TIMEOUT_S)
+        emit(report)
+        os._exit(1)  # the hung collective's thread may block interpreter exit
+    record_allreduce(report, float(value), count, seconds, ALLREDUCE_TIMEOUT_S)
 
 
 def run(argv):
@@ -305,8 +388,14 @@ def run(argv):
         report["notes"].append("fp16 is a GPU precision: ran bf16 on the CPU instead")
     report["precision_effective"] = effective
 
+    if use_gpu:
+        check_gpu(tf, report, gpus[0])
+    else:
+        skip_gpu_gates(report, "cpu")
     try:
         train(tf, report, use_gpu, steps, effective)
+        if use_gpu:
+            check_multi_gpu(tf, report, gpus)
     except Exception as exc:
         text = str(exc)
         hint = "training raised: read the detail"

@@ -15,6 +15,8 @@ GradScaler path on a machine without a GPU).
 
 from __future__ import annotations
 
+import contextlib
+
 from envbuild.smoke._common import *
 
 FRAMEWORK = "torch"
@@ -24,6 +26,7 @@ FRAMEWORK = "torch"
 
 N_SAMPLES, CHANNELS, HEIGHT, WIDTH, N_OUT = 64, 3, 8, 8, 4
 LEARNING_RATE = 3e-3
+ALLREDUCE_TIMEOUT_S = 120
 
 
 def cudnn_version_string(value):
@@ -78,24 +81,6 @@ def collect_environment(torch, report):
             report["notes"].append("NVIDIA device nodes exist but torch sees no GPU (torch.version.cuda=%r)"
                                    % report["cuda_runtime"])
     return gpu_available
-
-
-def arch_note(torch, report, index):
-    """Note when this GPU's sm_XY has neither a binary nor a compatible PTX in the build (report only)."""
-    major, minor = torch.cuda.get_device_capability(index)
-    report["compute_capability"] = "%d.%d" % (major, minor)
-    arch_list = report.get("arch_list") or []
-    wanted = "sm_%d%d" % (major, minor)
-    if not arch_list or wanted in arch_list:
-        return
-    ptx = []
-    for arch in arch_list:
-        digits = "".join(ch for ch in arch if ch.isdigit())
-        if arch.startswith("compute_") and digits and int(digits) <= major * 10 + minor:
-            ptx.append(arch)
-    report["notes"].append(
-        "%s is not in torch.cuda.get_arch_list() %s%s" % (
-            wanted, arch_list, " (PTX %s may JIT-compile)" % ptx if ptx else ": expect 'no kernel image'"))
 
 
 def memory_report(torch, device):
@@ -167,7 +152,9 @@ def train(torch, report, device, steps, precision):
         return
 
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-    optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
+    # ENVBUILD_SMOKE_LR exists for tests: a learning rate of 0 must fail the training gate
+    learning_rate = float(os.environ.get("ENVBUILD_SMOKE_LR") or LEARNING_RATE)
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
     scaler = make_grad_scaler(torch, device.type) if precision == "fp16" else None
     report["grad_scaler"] = type(scaler).__module__ + "." + type(scaler).__name__ if scaler else None
 
@@ -180,7 +167,10 @@ def train(torch, report, device, steps, precision):
     skipped = 0
     output_dtype = None
     output_device = None
+    monitor = GpuMonitor() if device.type == "cuda" else None
     t_train = time.perf_counter()
+    if monitor is not None:
+        monitor.__enter__()
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
         with autocast():
@@ -203,7 +193,12 @@ def train(torch, report, device, steps, precision):
         final_loss = float(torch.nn.functional.mse_loss(model(x).float(), y).item())
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    report["timings_s"]["train"] = round(time.perf_counter() - t_train, 3)
+    train_seconds = time.perf_counter() - t_train
+    if monitor is not None:
+        monitor.__exit__(None, None, None)
+        record_monitoring(report, monitor)
+    report["timings_s"]["train"] = round(train_seconds, 3)
+    record_throughput(report, N_SAMPLES * steps, train_seconds)
     if scaler is not None:
         report["grad_scale_final"] = float(scaler.get_scale())
     report["updates_applied"] = steps - skipped
@@ -229,6 +224,74 @@ def train(torch, report, device, steps, precision):
         passed(report, "precision")
     if device.type == "cuda":
         report["memory"] = memory_report(torch, device)
+        check_memory(report, report["memory"])
+
+
+def _allreduce_worker(rank, world, backend, port, queue, hang_rank):
+    """One process per device, as torch.distributed wants: rank r contributes r + 1."""
+    try:
+        import datetime
+
+        import torch
+        import torch.distributed as dist
+
+        if rank == hang_rank:  # tests: a rank that never joins, like a hung NCCL peer
+            time.sleep(3600)
+        dist.init_process_group(backend, init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+                                world_size=world, timeout=datetime.timedelta(seconds=ALLREDUCE_TIMEOUT_S))
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+            device = torch.device("cuda", rank)
+        else:
+            device = torch.device("cpu")
+        value = torch.full((1,), float(rank + 1), device=device)
+        dist.all_reduce(value)
+        if rank == 0:
+            queue.put(float(value.item()))
+        dist.destroy_process_group()
+    except Exception as exc:
+        queue.put("error on rank %d: %s" % (rank, describe_exception(exc)))
+
+
+def run_allreduce(world, backend="nccl", timeout=ALLREDUCE_TIMEOUT_S, hang_rank=-1):
+    """(sum or error text or None on timeout, seconds) of an all-reduce across `world` processes."""
+    import multiprocessing
+    import queue as queue_module
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    workers = [context.Process(target=_allreduce_worker, daemon=True,
+                               args=(rank, world, backend, port, results, hang_rank))
+               for rank in range(world)]
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    try:
+        value = results.get(timeout=timeout)
+    except queue_module.Empty:
+        value = None
+    seconds = time.perf_counter() - started
+    for worker in workers:
+        worker.join(2)
+        if worker.is_alive():
+            worker.terminate()
+    return value, seconds
+
+
+def check_multi_gpu(torch, report):
+    count = torch.cuda.device_count()
+    if count < 2:
+        skip(report, "multi_gpu", "one GPU visible")
+        return
+    value, seconds = run_allreduce(count)
+    if isinstance(value, str):
+        fail(report, "multi_gpu", value, NCCL_HINT)
+        return
+    record_allreduce(report, value, count, seconds, ALLREDUCE_TIMEOUT_S)
 
 
 def run(argv):
@@ -277,10 +340,16 @@ def run(argv):
         report["notes"].append("fp16 autocast is a GPU feature: ran bf16 on the CPU instead")
     report["precision_effective"] = effective
 
+    if device.type == "cuda":
+        check_driver(report)
+        capability = torch.cuda.get_device_capability(device.index or 0)
+        check_arch(report, capability, report.get("arch_list"))
+    else:
+        skip_gpu_gates(report, "cpu")
     try:
-        if device.type == "cuda":
-            arch_note(torch, report, device.index or 0)
         train(torch, report, device, steps, effective)
+        if device.type == "cuda":
+            check_multi_gpu(torch, report)
     except Exception as exc:
         hint = "training raised: read the detail"
         text = str(exc)

@@ -1,0 +1,250 @@
+"""The smoke programs, run for real on this host's CPU, and each gate made to fail on purpose.
+
+No GPU here: the GPU-only gates (driver, arch, memory, multi-GPU) are exercised through the same
+functions the programs call, with the inputs a GPU would give them; the multi-GPU all-reduce runs
+for real with torch.distributed's gloo backend across two CPU processes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from envbuild.cli import main
+from envbuild.smoke import _common, program
+from envbuild.smoke_report import load_schema, validate
+
+FRAMEWORKS = ("torch", "tensorflow", "jax")
+GPU_GATES = ("driver", "arch", "memory", "multi_gpu")
+
+
+def smoke(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = main(["smoke", "--json", *args])
+    out = capsys.readouterr().out
+    return code, json.loads(out)
+
+
+def assert_valid(report: dict) -> None:
+    assert validate(report) == []
+    jsonschema.validate(report, load_schema())
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_cpu_run_passes_every_cpu_gate(capsys: pytest.CaptureFixture[str], framework: str) -> None:
+    code, report = smoke(capsys, "--framework", framework, "--device", "cpu", "--steps", "10")
+    assert code == 0, report["failed"]
+    assert_valid(report)
+    assert report["framework"] == framework and report["device_used"] == "cpu"
+    for gate in ("arguments", "import", "device", "placement", "training", "precision"):
+        assert report["gates"][gate] == "passed", gate
+    for gate in GPU_GATES:
+        assert report["gates"][gate] == "skipped: cpu", gate  # never reported as passed
+    assert report["loss_decreased"] is True and report["losses"][0] > report["loss_last"]
+    assert report["throughput_samples_per_s"] > 0
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_learning_rate_zero_fails_the_training_gate(
+    capsys: pytest.CaptureFixture[str], framework: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVBUILD_SMOKE_LR", "0")
+    code, report = smoke(capsys, "--framework", framework, "--device", "cpu", "--steps", "5")
+    assert code == 1
+    assert_valid(report)
+    assert [f["gate"] for f in report["failed"]] == ["training"]
+    assert "loss did not decrease" in report["failed"][0]["detail"]
+    assert "optimizer" in report["failed"][0]["hint"]
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_gpu_requested_on_a_cpu_host_fails_the_device_gate(
+    capsys: pytest.CaptureFixture[str], framework: str
+) -> None:
+    code, report = smoke(capsys, "--framework", framework, "--device", "gpu", "--steps", "2")
+    assert code == 1
+    assert_valid(report)
+    assert report["gates"]["device"] == "failed"
+    assert "nvidia-smi" in report["failed"][0]["hint"] and "--gpus all" in report["failed"][0]["hint"]
+
+
+def run_program(framework: str, *args: str, python: list[str] | None = None) -> tuple[int, dict]:
+    script = Path(os.environ.get("TMPDIR", "/tmp")) / f"envbuild-test-smoke-{framework}-{os.getpid()}.py"
+    script.write_bytes(program(framework))
+    try:
+        done = subprocess.run(
+            [*(python or [sys.executable]), str(script), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+    finally:
+        script.unlink()
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1, done.stdout  # exactly one line: the report
+    return done.returncode, json.loads(lines[0])
+
+
+def test_missing_framework_fails_the_import_gate() -> None:
+    code, report = run_program("torch", "--device", "cpu", python=[sys.executable, "-S", "-I"])
+    assert code == 1
+    assert_valid(report)
+    assert report["failed"][0]["gate"] == "import"
+    assert "not installed" in report["failed"][0]["hint"]
+
+
+def test_bad_arguments_fail_the_arguments_gate() -> None:
+    code, report = run_program("torch", "--steps", "0")
+    assert code == 1
+    assert report["failed"][0]["gate"] == "arguments"
+
+
+def test_standalone_program_has_no_envbuild_import() -> None:
+    for framework in FRAMEWORKS:
+        source = program(framework).decode()
+        assert "from envbuild" not in source and "import envbuild" not in source
+        compile(source, f"{framework}_smoke.py", "exec")
+
+
+# --- the GPU gates, through the functions the programs call
+
+
+def new_report() -> dict:
+    return _common.new_report("torch", "gpu", 5, "bf16")
+
+
+def test_placement_gate_catches_a_batch_left_on_the_cpu() -> None:
+    import torch
+
+    from envbuild.smoke import torch_smoke
+
+    report = new_report()
+    model = torch.nn.Linear(2, 2)  # on the CPU, while the program runs on cuda:0
+    ok = torch_smoke.check_placement(report, torch.device("cuda:0"), model, [("batch", torch.zeros(1, 2))])
+    assert ok is False and report["gates"]["placement"] == "failed"
+    assert report["failed"][0]["hint"] == "model or batch is on the CPU: move both with .to(device)"
+
+
+@pytest.mark.parametrize(
+    ("capability", "arch_list", "state"),
+    [
+        ((12, 0), ["sm_50", "sm_80", "sm_90"], "failed"),  # RTX 5090 on a cu124 build
+        ((8, 9), ["sm_80", "sm_86", "sm_90"], "passed"),  # L4 runs the sm_86 cubins
+        ((12, 0), ["sm_80", "sm_90", "compute_90"], "passed"),  # through PTX JIT
+        ((7, 0), ["sm_75", "sm_80"], "failed"),
+        ((9, 0), None, "skipped: the framework does not report its compiled architectures"),
+    ],
+)
+def test_arch_gate(capability: tuple[int, int], arch_list: list[str] | None, state: str) -> None:
+    report = new_report()
+    _common.check_arch(report, capability, arch_list)
+    assert report["gates"]["arch"] == state
+    if state == "failed":
+        assert report["failed"][0]["detail"].startswith(
+            "no kernel image is available for execution on the device"
+        )
+        assert "envbuild resolve --gpu" in report["failed"][0]["hint"]
+
+
+def test_memory_gate_fails_on_ooms_and_retries() -> None:
+    clean = {"num_ooms": 0, "num_alloc_retries": 0, "fragmentation": 0.1}
+    report = new_report()
+    _common.check_memory(report, clean)
+    assert report["gates"]["memory"] == "passed"
+    for stats in ({**clean, "num_ooms": 1}, {**clean, "num_alloc_retries": 3}):
+        report = new_report()
+        _common.check_memory(report, stats)
+        assert report["gates"]["memory"] == "failed"
+        assert "expandable_segments" in report["failed"][0]["hint"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "cuda", "driver", "expected"),
+    [
+        ("cuda>=12.4", "12.4", "550.54.15", True),
+        ("cuda>=12.6", "12.4", "550.54.15", False),
+        ("cuda>=12.6 brand=tesla,driver>=550,driver<551", "12.4", "550.54.15", False),  # brand unknown
+        ("cuda>=12.6 driver>=550,driver<551", "12.4", "550.54.15", True),  # OR of an AND group
+        ("cuda>=13.0", "13.0", "580.65.06", True),
+        ("cuda>=11.8,driver>=520.61.05", "12.2", "535.54.03", True),
+        ("cuda>=11.8,driver>=540", "12.2", "535.54.03", False),
+    ],
+)
+def test_nvidia_require_cuda_evaluation(expression: str, cuda: str, driver: str, expected: bool) -> None:
+    assert _common.require_satisfied(expression, cuda, driver)[0] is expected
+
+
+def test_driver_gate_against_the_image_requirement() -> None:
+    for environ, state in (
+        ({"NVIDIA_REQUIRE_CUDA": "cuda>=12.6"}, "failed"),
+        ({"NVIDIA_REQUIRE_CUDA": "cuda>=12.4"}, "passed"),
+        ({"NVIDIA_REQUIRE_CUDA": "cuda>=12.6", "NVIDIA_DISABLE_REQUIRE": "true"}, "passed"),
+        ({}, "passed"),
+    ):
+        report = new_report()
+        report["driver"] = {"version": "550.54.15", "cuda": "12.4"}
+        _common.check_driver(report, environ)
+        assert report["gates"]["driver"] == state, environ
+    assert "too old" in report_failure({"NVIDIA_REQUIRE_CUDA": "cuda>=12.6"})
+
+
+def report_failure(environ: dict) -> str:
+    report = new_report()
+    report["driver"] = {"version": "550.54.15", "cuda": "12.4"}
+    _common.check_driver(report, environ)
+    return report["failed"][0]["hint"]
+
+
+def test_multi_gpu_gate_all_reduce_and_hang(tmp_path: Path) -> None:
+    from envbuild.smoke import torch_smoke
+
+    value, seconds = torch_smoke.run_allreduce(2, backend="gloo", timeout=120)
+    report = new_report()
+    _common.record_allreduce(report, value, 2, seconds, 120)
+    assert value == 3.0 and report["gates"]["multi_gpu"] == "passed"
+    value, seconds = torch_smoke.run_allreduce(2, backend="gloo", timeout=5, hang_rank=1)
+    report = new_report()
+    _common.record_allreduce(report, value, 2, seconds, 5)
+    assert value is None and report["gates"]["multi_gpu"] == "failed"
+    assert "NCCL_DEBUG=INFO" in report["failed"][0]["hint"] and "single GPU" in report["failed"][0]["hint"]
+
+
+# --- the schema
+
+
+def good_report(capsys: pytest.CaptureFixture[str]) -> dict:
+    return smoke(capsys, "--framework", "torch", "--device", "cpu", "--steps", "3")[1]
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda r: r.pop("gates"),
+        lambda r: r.update(passed="yes"),
+        lambda r: r.update(framework="mxnet"),
+        lambda r: r["gates"].update(training="ok"),
+        lambda r: r["failed"].append({"gate": "training"}),
+        lambda r: r.update(steps=0),
+        lambda r: r["devices"][0].update(kind="tpu"),
+    ],
+)
+def test_schema_rejects_bad_reports(capsys: pytest.CaptureFixture[str], mutate) -> None:
+    report = copy.deepcopy(good_report(capsys))
+    assert_valid(report)
+    mutate(report)
+    assert validate(report)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(report, load_schema())
+
+
+def test_schema_cross_checks_passed_and_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    report = good_report(capsys)
+    report["gates"]["training"] = "failed"  # schema-valid, but no failure names it and passed is true
+    assert any("no entry in failed" in e for e in validate(report))
