@@ -134,6 +134,37 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml")
     init.add_argument("--force", action="store_true", help="overwrite an existing file")
 
+    lock = commands.add_parser(
+        "lock",
+        formatter_class=_HelpFormatter,
+        help="write envbuild.lock: exact versions, sha256 hashes, base image digests",
+        description="Resolve every target's Python closure for linux x86_64 with uv (framework from its "
+        "variant's index, the rest from the spec's), pin base images by digest through the registry API, and "
+        "write envbuild.lock next to the spec. --check: exit 1 when the lock no longer matches.",
+    )
+    lock.add_argument("-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml")
+    lock.add_argument("--target", metavar="NAME", help="relock only this target")
+    lock.add_argument(
+        "--upgrade",
+        nargs="*",
+        metavar="PKG",
+        help="allow newer versions: of these packages, or of everything when none are named",
+    )
+    lock.add_argument(
+        "--check",
+        action="store_true",
+        help="do not write: exit 1 listing what changed when spec, matrix or lock disagree",
+    )
+    lock.add_argument(
+        "--base-image", metavar="REF", help="replace the base image (mirrors, private registries)"
+    )
+    lock.add_argument(
+        "--pylock",
+        action="store_true",
+        help="also export each target as PEP 751 pylock.<target>.toml next to the lock",
+    )
+    _add_matrix_option(lock)
+
     smoke = commands.add_parser(
         "smoke",
         formatter_class=_HelpFormatter,
@@ -204,8 +235,16 @@ def _cmd_render(args: argparse.Namespace) -> int:
     spec = load_spec(args.file)
     matrix = load_matrix(args.matrix)
     check_output_dir(args.output)
+    lock = _lock_for_render(args.file, spec, matrix)
     plans = [
-        build_plan(matrix, spec, target, base_image=args.base_image, wheelhouse=args.wheelhouse is not None)
+        build_plan(
+            matrix,
+            spec,
+            target,
+            base_image=args.base_image,
+            wheelhouse=args.wheelhouse is not None,
+            lock=lock.target(target.name) if lock else None,
+        )
         for target in spec.target(args.target)
     ]  # every target resolves before anything is written
     rendered = [(plan, render_files(plan)) for plan in plans]
@@ -223,6 +262,59 @@ def _cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_lock(args: argparse.Namespace) -> int:
+    from envbuild.lock import check_lock, load_lock, lock_path, lock_spec, relock_summary, write_lock
+    from envbuild.matrix import load_matrix
+    from envbuild.spec import load_spec
+
+    spec = load_spec(args.file)
+    matrix = load_matrix(args.matrix)
+    path = lock_path(args.file)
+    if args.check:
+        lock, intact = load_lock(path)
+        problems = check_lock(lock, intact, spec, matrix)
+        if problems:
+            sys.stderr.write(f"error: {path} is out of date:\n")
+            sys.stderr.writelines(f"  - {p}\n" for p in problems)
+            sys.stderr.write("  fix: run `envbuild lock` and commit envbuild.lock\n")
+            return EXIT_FAILURE
+        print(f"{path} matches {args.file} and the matrix ({len(lock.targets)} target(s))")
+        return EXIT_OK
+    previous = None
+    if os.path.exists(path):
+        from envbuild.errors import EnvbuildError
+
+        try:
+            previous, _ = load_lock(path)
+        except EnvbuildError:
+            previous = None  # a broken lock is replaced, not a reason to stop
+    upgrade_all = args.upgrade is not None and not args.upgrade
+    lock = lock_spec(
+        matrix,
+        spec,
+        target_name=args.target,
+        base_image=args.base_image,
+        previous=previous,
+        upgrade=upgrade_all,
+        upgrade_packages=tuple(args.upgrade or ()),
+    )
+    write_lock(path, lock)
+    for line in relock_summary(previous, lock):
+        print(line)
+    print(f"wrote {path}")
+    if args.pylock:
+        from envbuild.lock import export_pylock, pylock_name
+
+        for target in lock.targets:
+            out = os.path.join(os.path.dirname(path), pylock_name(target.name))
+            tmp = f"{out}.{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(export_pylock(target))
+            os.replace(tmp, out)
+            print(f"wrote {out}")
+    return EXIT_OK
+
+
 def _cmd_smoke(args: argparse.Namespace) -> int:
     import json
 
@@ -233,6 +325,24 @@ def _cmd_smoke(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else summary(report))
     return EXIT_OK if report["passed"] else EXIT_FAILURE
+
+
+def _lock_for_render(spec_file: str, spec, matrix):
+    """envbuild.lock next to the spec, when there is one: render installs its exact, hashed pins."""
+    from envbuild.lock import LockError, load_lock, lock_path
+
+    path = lock_path(spec_file)
+    if not os.path.exists(path):
+        return None
+    lock, intact = load_lock(path)
+    if lock.spec_digest != spec.digest or lock.matrix_digest != matrix.digest:
+        raise LockError(
+            f"{path} does not match {spec_file} and the matrix",
+            fix="run `envbuild lock` (or remove envbuild.lock to render unlocked)",
+        )
+    if not intact:
+        sys.stderr.write(f"warning: {path} was edited by hand; pip's hash check will judge it\n")
+    return lock
 
 
 def _cmd_init(args: argparse.Namespace) -> int:
@@ -280,6 +390,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_resolve(args)
         if args.command == "render":
             return _cmd_render(args)
+        if args.command == "lock":
+            return _cmd_lock(args)
         if args.command == "smoke":
             return _cmd_smoke(args)
         if args.command == "init":

@@ -26,6 +26,7 @@ apt = []                       # Debian/Ubuntu package names, e.g. ["libgl1"]
 # conda = []                   # conda match specs (strategy conda)
 # index-url = "https://pypi.org/simple"
 # extra-index-urls = []
+# framework-index-url = "https://mirror.example/whl/cu124"   # a mirror of the framework variant's index
 
 [image]
 repository = "envbuild/train"

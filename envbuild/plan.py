@@ -12,6 +12,7 @@ import re
 from envbuild import __version__, validate
 from envbuild._record import Record
 from envbuild.errors import EXIT_NO_STACK, UsageError
+from envbuild.lock import LockedTarget, requirement_lines
 from envbuild.matrix import Matrix, OperatingSystem
 from envbuild.query import build_query
 from envbuild.resolve import Stack, candidate_label, resolve
@@ -70,6 +71,9 @@ class Plan(Record):
         "devel",
         "nvidia_env",
         "stack_document",
+        "locked",
+        "framework_lines",
+        "user_lines",
     )
     target: str
     strategy: str
@@ -98,6 +102,9 @@ class Plan(Record):
     devel: bool
     nvidia_env: tuple[tuple[str, str], ...]  # set by envbuild where no nvidia/cuda base sets them
     stack_document: dict
+    locked: bool  # installs are hash-checked from envbuild.lock (--require-hashes --no-deps)
+    framework_lines: str  # requirements-framework.txt
+    user_lines: str  # requirements.txt
 
 
 def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, OperatingSystem, str]:
@@ -181,7 +188,13 @@ def _cuda_constraints(stack: Stack, strategy: str) -> tuple[str, ...]:
 
 
 def build_plan(
-    matrix: Matrix, spec: Spec, target: Target, *, base_image: str | None = None, wheelhouse: bool = False
+    matrix: Matrix,
+    spec: Spec,
+    target: Target,
+    *,
+    base_image: str | None = None,
+    wheelhouse: bool = False,
+    lock: LockedTarget | None = None,
 ) -> Plan:
     strategy = target.stack.strategy
     stack, os_row, python = _resolve_target(matrix, spec, target)
@@ -192,6 +205,7 @@ def build_plan(
             raise UsageError(f"--base-image {base_image!r} {exc}") from None
     cuda = format_minor(stack.cuda)
     requirements, index, find_links = _framework_install(stack, strategy, spec.packages.index_url)
+    index = spec.packages.framework_index_url or index  # a mirror of the variant's index
     python_source = "system" if python == format_minor(os_row.python) else "deadsnakes"
     if strategy == "conda":
         python_source = "conda"
@@ -216,10 +230,12 @@ def build_plan(
             runtime_image = f"nvidia/cuda:{tag_cuda}-{row.cudnn_tag}-runtime-{os_row.name}"
     else:
         image = MICROMAMBA_IMAGE
-    if base_image is not None:
+    if base_image is not None:  # an explicit override replaces every stage's base
         image = base_image
         if runtime_image is not None:
             runtime_image = base_image
+    elif lock is not None:
+        image = lock.base_image  # pinned by digest (a devel build's runtime stage keeps its tag)
 
     conda_framework: tuple[str, ...] = ()
     if strategy == "conda":
@@ -256,6 +272,20 @@ def build_plan(
     except ValueError as exc:
         raise UsageError(f"{spec.path}: [image] tags: {exc}", fix="change the tag template") from None
 
+    if lock is not None and (
+        lock.python != python or dict(lock.stack).get("framework_version") != stack.release.version
+    ):
+        raise UsageError(
+            f"{spec.path} target {target.name!r}: envbuild.lock was made for another stack",
+            fix="run `envbuild lock` (and `envbuild lock --check` in CI)",
+        )
+    if lock is not None and (
+        lock.python != python or dict(lock.stack).get("framework_version") != stack.release.version
+    ):
+        raise UsageError(
+            f"{spec.path} target {target.name!r}: envbuild.lock was made for another stack",
+            fix="run `envbuild lock` (and `envbuild lock --check` in CI)",
+        )
     labels = _labels(spec, target, stack, strategy, image, python)
     document = stack_json(stack)
     document.update(
@@ -299,6 +329,9 @@ def build_plan(
         devel,
         nvidia_env,
         document,
+        lock is not None,
+        requirement_lines(lock.packages, "framework") if lock else "".join(f"{r}\n" for r in requirements),
+        requirement_lines(lock.packages, "user") if lock else "".join(f"{r}\n" for r in spec.packages.pip),
     )
 
 

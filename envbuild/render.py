@@ -75,9 +75,9 @@ def render_files(plan: Plan) -> dict[str, bytes]:
     files = {
         "Dockerfile": _squeeze(env.get_template(DOCKERFILE_TEMPLATES[plan.strategy]).render(context)),
         ".dockerignore": _squeeze(env.get_template("context/dockerignore.j2").render(context)),
-        "requirements-framework.txt": "".join(f"{r}\n" for r in plan.framework_requirements),
+        "requirements-framework.txt": plan.framework_lines,
         "constraints.txt": "".join(f"{r}\n" for r in plan.constraints),
-        "requirements.txt": "".join(f"{r}\n" for r in plan.pip),
+        "requirements.txt": plan.user_lines,
         "stack.json": json.dumps(plan.stack_document, indent=2, sort_keys=True) + "\n",
     }
     if plan.strategy == "conda":

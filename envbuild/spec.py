@@ -26,7 +26,7 @@ DEFAULT_USER = "envbuild"
 STACK_KEYS = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os")
 TABLE_KEYS = {
     "stack": STACK_KEYS,
-    "packages": ("pip", "apt", "conda", "index-url", "extra-index-urls"),
+    "packages": ("pip", "apt", "conda", "index-url", "extra-index-urls", "framework-index-url"),
     "image": ("repository", "tags", "user", "labels", "env", "devel"),
     "smoke": ("device", "steps", "precision", "timeout"),
     "target": ("name", *STACK_KEYS),
@@ -46,12 +46,13 @@ class StackSpec(Record):
 
 
 class Packages(Record):
-    __slots__ = ("pip", "apt", "conda", "index_url", "extra_index_urls")
+    __slots__ = ("pip", "apt", "conda", "index_url", "extra_index_urls", "framework_index_url")
     pip: tuple[str, ...]
     apt: tuple[str, ...]
     conda: tuple[str, ...]
     index_url: str | None
     extra_index_urls: tuple[str, ...]
+    framework_index_url: str | None  # a mirror of the variant's index (download.pytorch.org/whl/cuXYZ)
 
 
 class ImageSpec(Record):
@@ -274,6 +275,7 @@ def parse_spec(data: dict[str, Any], path: str, digest: str) -> Spec:
         reader.strings("[packages]", packages_table, "conda", validate.conda_spec),
         reader.text("[packages]", packages_table, "index-url", check=validate.url),
         reader.strings("[packages]", packages_table, "extra-index-urls", validate.url),
+        reader.text("[packages]", packages_table, "framework-index-url", check=validate.url),
     )
 
     image_table = reader.table(data, "image")
