@@ -24,6 +24,7 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/resolve.py
+	$(BIN)/python bench/lock.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
