@@ -165,6 +165,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_matrix_option(lock)
 
+    doctor = commands.add_parser(
+        "doctor",
+        formatter_class=_HelpFormatter,
+        help="check this host: nvidia-smi, driver, GPUs, Docker and the toolkit; can it run a lock or image",
+        description="The field's host checklist, each line ok/warn/fail/skip with evidence and a fix. "
+        "Exit 0 when nothing failed, 1 otherwise.",
+    )
+    subject = doctor.add_mutually_exclusive_group()
+    subject.add_argument(
+        "--lock", metavar="PATH", help="judge the stacks of this envbuild.lock against this host"
+    )
+    subject.add_argument("--image", metavar="REF", help="judge this image (labels, NVIDIA_REQUIRE_CUDA)")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    _add_matrix_option(doctor)
+
     smoke = commands.add_parser(
         "smoke",
         formatter_class=_HelpFormatter,
@@ -315,6 +330,15 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from envbuild.doctor import run_doctor, to_json, to_text
+    from envbuild.matrix import load_matrix
+
+    checks = run_doctor(load_matrix(args.matrix), lock=args.lock, image=args.image)
+    sys.stdout.write(to_json(checks) + "\n" if args.json else to_text(checks))
+    return EXIT_FAILURE if any(c.status == "fail" for c in checks) else EXIT_OK
+
+
 def _cmd_smoke(args: argparse.Namespace) -> int:
     import json
 
@@ -392,6 +416,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_render(args)
         if args.command == "lock":
             return _cmd_lock(args)
+        if args.command == "doctor":
+            return _cmd_doctor(args)
         if args.command == "smoke":
             return _cmd_smoke(args)
         if args.command == "init":
