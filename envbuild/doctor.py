@@ -85,6 +85,25 @@ def check_driver(matrix: Matrix, smi: SmiReport | None) -> Check:
     )
 
 
+def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None:
+    """The banner has no compute capability column: fill it in from the matrix by GPU name."""
+    from envbuild.nvsmi import GpuInfo
+    from envbuild.query import parse_gpu
+
+    if smi is None or all(g.compute_capability for g in smi.gpus):
+        return smi
+    gpus = []
+    for gpu in smi.gpus:
+        cc = gpu.compute_capability
+        if cc is None:
+            try:
+                cc = parse_gpu(gpu.name, matrix).cc
+            except EnvbuildError:
+                cc = None
+        gpus.append(GpuInfo(*gpu._values()[:3], cc, *gpu._values()[4:]))
+    return SmiReport(smi.driver_version, smi.cuda_version, tuple(gpus), smi.source, smi.brand)
+
+
 def check_gpus(smi: SmiReport | None) -> list[Check]:
     if smi is None:
         return [Check("GPUs", "skip", "nvidia-smi did not answer", None)]
@@ -106,35 +125,33 @@ def check_gpus(smi: SmiReport | None) -> list[Check]:
         )
         held = sum(p.used_mib for p in gpu.processes)
         slowdowns, info = reason_names(gpu.event_reasons)
+        problems: list[tuple[str, str]] = []
         if gpu.processes and (held >= BUSY_MIB or (gpu.memory_used_mib or 0) >= BUSY_MIB):
             who = ", ".join(f"pid {p.pid} {p.name} {p.used_mib} MiB" for p in gpu.processes[:4])
-            checks.append(
-                Check(
-                    name,
-                    "warn",
-                    f"{basics}; other processes hold GPU memory: {who}",
-                    "stop them or pick another GPU (CUDA_VISIBLE_DEVICES): a training job "
-                    "sharing this GPU can run out of memory",
+            problems.append(
+                (
+                    f"other processes hold GPU memory: {who}",
+                    "stop them or pick another GPU (CUDA_VISIBLE_DEVICES): a job sharing this GPU "
+                    "can run out of memory",
                 )
             )
-        elif gpu.temperature_c is not None and gpu.temperature_c >= HOT_C:
-            checks.append(
-                Check(
-                    name,
-                    "warn",
-                    f"{basics}: running hot",
-                    "sustained heat throttles clocks: check airflow and fan/cooling, and the "
-                    "clocks event reasons (nvidia-smi -q -d PERFORMANCE)",
-                )
-            )
-        elif slowdowns:
-            checks.append(
-                Check(
-                    name,
-                    "warn",
-                    f"{basics}; slowed down: {', '.join(slowdowns)}",
+        if gpu.temperature_c is not None and gpu.temperature_c >= HOT_C:
+            problems.append(("running hot", "sustained heat throttles clocks: check airflow and cooling"))
+        if slowdowns:
+            problems.append(
+                (
+                    f"slowed down: {', '.join(slowdowns)}",
                     "thermal or power slowdown: check cooling and power delivery "
                     "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER)",
+                )
+            )
+        if problems:
+            checks.append(
+                Check(
+                    name,
+                    "warn",
+                    f"{basics}; " + "; ".join(p[0] for p in problems),
+                    "; ".join(p[1] for p in problems),
                 )
             )
         else:
@@ -397,6 +414,7 @@ def run_doctor(
         problem = str(exc)
     except (OSError, subprocess.SubprocessError) as exc:
         problem = f"nvidia-smi could not run: {exc}"
+    smi = with_capabilities(matrix, smi)
     checks = check_smi(smi, problem)
     checks.append(check_driver(matrix, smi))
     checks += check_gpus(smi)

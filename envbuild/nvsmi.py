@@ -208,6 +208,38 @@ def parse_banner(text: str) -> SmiReport:
     )
 
 
+_Q_REASON_BITS = {
+    "idle": 0x1,
+    "applications clocks setting": 0x2,
+    "sw power cap": 0x4,
+    "hw slowdown": 0x8,
+    "sync boost": 0x10,
+    "sw thermal slowdown": 0x20,
+    "hw thermal slowdown": 0x40,
+    "hw power brake slowdown": 0x80,
+    "display clock setting": 0x100,
+}
+
+
+def parse_q_reasons(text: str) -> list[int]:
+    """Active clocks event (throttle) reasons per GPU section of `nvidia-smi -q`, as bitmasks."""
+    sections = re.split(r"\nGPU [0-9A-Fa-f]{4,}:[0-9A-Fa-f:.]+\n", text)
+    if len(sections) > 1:
+        sections = sections[1:]
+    masks = []
+    for section in sections:
+        block = re.search(r"Clocks (?:Throttle|Event) Reasons\s*\n((?:[ \t]+.*\n?)+)", section)
+        if not block:
+            continue
+        mask = 0
+        for line in block.group(1).splitlines():
+            name, _, state = line.partition(":")
+            if state.strip() == "Active":
+                mask |= _Q_REASON_BITS.get(name.strip().lower(), 0)
+        masks.append(mask)
+    return masks
+
+
 def parse_brand(text: str) -> str | None:
     match = re.search(r"Product Brand\s*:\s*(.+)", text)
     return match.group(1).strip() if match else None
@@ -248,7 +280,18 @@ def query(binary: str = "nvidia-smi") -> SmiReport:
             break
     details = _run(path, "-q")
     brand = parse_brand(details.stdout) if details.returncode == 0 else None
-    return SmiReport(report.driver_version, report.cuda_version, report.gpus, report.source, brand)
+    gpus = report.gpus
+    if details.returncode == 0 and any(g.event_reasons is None for g in gpus):
+        masks = parse_q_reasons(details.stdout)
+        gpus = tuple(
+            GpuInfo(
+                *g._values()[:10],
+                masks[i] if g.event_reasons is None and i < len(masks) else g.event_reasons,
+                g.processes,
+            )
+            for i, g in enumerate(gpus)
+        )
+    return SmiReport(report.driver_version, report.cuda_version, gpus, report.source, brand)
 
 
 def reason_names(bitmask: int | None) -> tuple[list[str], list[str]]:

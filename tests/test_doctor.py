@@ -1,0 +1,326 @@
+"""`envbuild doctor` against real nvidia-smi captures (tests/fixtures/nvidia-smi/SOURCES.md says where
+each came from), served by a fake `nvidia-smi` on PATH so the real subprocess path runs, and against
+the real dockerd for the Engine checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from envbuild import __version__
+from envbuild.cli import main
+from envbuild.lock import Lock, LockedPackage, LockedTarget, write_lock
+from envbuild.nvsmi import QUERY_FIELDS, parse_banner, parse_query, reason_names
+from envbuild.smoke._common import require_satisfied
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"
+CU124_ARCH = "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
+
+FAKE = """#!{python}
+# A stand-in nvidia-smi that answers from captured output in $FAKE_SMI_DIR.
+import os, sys
+d = os.environ["FAKE_SMI_DIR"]
+args = sys.argv[1:]
+def emit(name):
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return False
+    sys.stdout.write(open(path).read())
+    return True
+if not args:
+    sys.exit(0 if emit("banner.txt") else 9)
+if args[0].startswith("--query-gpu="):
+    fields = args[0].split("=", 1)[1]
+    wanted = os.path.join(d, "fields.txt")
+    if os.path.exists(wanted) and open(wanted).read().strip() == fields:
+        emit("query.csv"); sys.exit(0)
+    print('Field "%s" is not a valid field to query.' % fields.split(",")[-1]); sys.exit(2)
+if args[0].startswith("--query-compute-apps="):
+    emit("apps.csv"); sys.exit(0)
+if args[0] == "-q":
+    emit("q.txt"); sys.exit(0)
+sys.exit(3)
+"""
+
+
+@pytest.fixture
+def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Install the fake nvidia-smi; returns a function that loads a capture into it."""
+    bin_dir = tmp_path / "bin"
+    data = tmp_path / "smi"
+    bin_dir.mkdir()
+    data.mkdir()
+    script = bin_dir / "nvidia-smi"
+    script.write_text(FAKE.format(python=sys.executable))
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SMI_DIR", str(data))
+
+    def load(banner: str, query_csv: str | None = None, q: str | None = None) -> None:
+        (data / "banner.txt").write_text((FIXTURES / banner).read_text())
+        if query_csv is not None:
+            (data / "query.csv").write_text(query_csv)
+            (data / "fields.txt").write_text(",".join(QUERY_FIELDS))
+        if q is not None:
+            (data / "q.txt").write_text(q)
+
+    return load
+
+
+def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = main(["doctor", "--json", *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def by_name(report: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in report["checks"]}
+
+
+def write_cuda_lock(path: Path, cuda: str, min_driver: str, compat: str = "native") -> Path:
+    stack = tuple(
+        sorted(
+            {
+                "framework": "torch",
+                "framework_version": "2.5.1",
+                "variant": "cu124",
+                "cuda": cuda,
+                "min_driver": min_driver,
+                "compat": compat,
+                "arch": CU124_ARCH,
+            }.items()
+        )
+    )
+    target = LockedTarget(
+        "default",
+        "wheels",
+        "3.11",
+        "ubuntu:22.04@sha256:" + "b" * 64,
+        ("torch==2.5.1",),
+        stack,
+        (LockedPackage("torch", "2.5.1", "framework", "https://pypi.org/simple", ("sha256:" + "c" * 64,)),),
+    )
+    write_lock(str(path), Lock(__version__, "d" * 64, "e" * 64, (target,)))
+    return path
+
+
+# --- parsing the captures
+
+
+def test_banner_captures_parse() -> None:
+    a100 = parse_banner((FIXTURES / "banner_535_a100_4gpu_processes.txt").read_text())
+    assert (a100.driver_version, a100.cuda_version, len(a100.gpus)) == ("535.216.01", "12.2", 4)
+    assert a100.gpus[0].name == "NVIDIA A100-SXM4-80GB" and a100.gpus[0].memory_total_mib == 81920
+    assert [p.used_mib for p in a100.gpus[0].processes] == [3606]
+    h100 = parse_banner((FIXTURES / "banner_550_h100_8gpu.txt").read_text())
+    assert (h100.driver_version, h100.cuda_version, len(h100.gpus)) == ("550.127.05", "12.4", 8)
+    assert all(g.name == "NVIDIA H100 80GB HBM3" for g in h100.gpus)
+
+
+def test_new_banner_wording_parses() -> None:
+    kmd = [p for p in FIXTURES.glob("banner_kmd_*.txt")]
+    text = (
+        kmd[0].read_text()
+        if kmd
+        else ("| NVIDIA-SMI 610.43.02      KMD Version: 610.43.02      CUDA UMD Version: 13.3     |\n")
+    )
+    report = parse_banner(text)
+    assert report.driver_version and report.driver_version.startswith("61")
+    assert report.cuda_version and report.cuda_version.startswith("13.")
+
+
+def test_query_csv_and_event_reasons() -> None:
+    csv = (
+        "0, NVIDIA H100 80GB HBM3, GPU-1, 550.127.05, 9.0, 1, 81559, 0, 31, 70.12, 700.00, "
+        "0x0000000000000001\n"
+        "1, NVIDIA H100 80GB HBM3, GPU-2, 550.127.05, 9.0, 40000, 81559, 99, 88, 690.00, 700.00, "
+        "0x0000000000000060\n"
+    )
+    gpus = parse_query(csv)
+    assert gpus[0].compute_capability == (9, 0) and gpus[1].temperature_c == 88
+    assert reason_names(gpus[0].event_reasons) == ([], [])
+    assert reason_names(gpus[1].event_reasons)[0] == ["SW thermal slowdown", "HW thermal slowdown"]
+
+
+# --- NVIDIA_REQUIRE_CUDA as the Container Toolkit evaluates it, on the strings nvidia/cuda images carry
+
+BRANDS = (
+    "unknown",
+    "grid",
+    "tesla",
+    "nvidia",
+    "quadro",
+    "quadrortx",
+    "nvidiartx",
+    "vapps",
+    "vpc",
+    "vcs",
+    "vws",
+    "cloudgaming",
+)
+
+
+def image_requirement(cuda: str, branches: tuple[int, ...]) -> str:
+    """The NVIDIA_REQUIRE_CUDA shape of nvidia/cuda 12.5+ images (compat_hw.toml section 7)."""
+    return " ".join(
+        [f"cuda>={cuda}"] + [f"brand={b},driver>={br},driver<{br + 1}" for br in branches for b in BRANDS]
+    )
+
+
+@pytest.mark.parametrize(
+    ("requirement", "cuda", "driver", "brand", "expected"),
+    [
+        (image_requirement("12.8", (470, 535, 550, 560, 565)), "12.2", "535.216.01", "Tesla", True),
+        (image_requirement("12.8", (470, 535, 550, 560, 565)), "12.2", "535.216.01", "GeForce", False),
+        (image_requirement("12.8", (470, 535, 550, 560, 565)), "12.9", "575.57.08", "GeForce", True),
+        (image_requirement("13.0", (535, 550, 565, 570, 575)), "12.4", "550.127.05", "Tesla", True),
+        (image_requirement("13.0", (535, 550, 565, 570, 575)), "12.6", "560.35.05", "Tesla", False),
+        ("cuda>=12.4", "12.2", "535.216.01", None, False),
+    ],
+)
+def test_require_cuda_with_brand_clauses(requirement, cuda, driver, brand, expected) -> None:
+    assert require_satisfied(requirement, cuda, driver, brand)[0] is expected
+
+
+# --- the doctor, end to end through the fake nvidia-smi
+
+
+def test_driver_535_cannot_start_a_cuda_12_4_stack(capsys, fake_smi, tmp_path: Path) -> None:
+    fake_smi("banner_535_a100_4gpu_processes.txt")
+    lock = write_cuda_lock(tmp_path / "envbuild.lock", "12.4", "550.54.14")
+    code, report = doctor(capsys, "--lock", str(lock))
+    assert code == 1
+    checks = by_name(report)
+    assert checks["nvidia-smi"]["status"] == "ok" and "535.216.01" in checks["nvidia-smi"]["evidence"]
+    assert "runs CUDA <= 12.2 natively" in checks["driver vs matrix"]["evidence"]
+    assert "--compat minor adds CUDA 12.3-" in checks["driver vs matrix"]["evidence"]
+    verdict = checks["lock default"]
+    assert verdict["status"] == "fail"
+    assert verdict["evidence"].startswith(
+        "will not start natively: CUDA 12.4 needs driver >= 550.54.14; this host has 535.216.01 (CUDA 12.2)"
+    )
+    assert "NVIDIA_REQUIRE_CUDA (cuda>=12.4)" in verdict["evidence"]
+    assert verdict["fix"].startswith("upgrade the driver to >= 550.54.14 (R550 or newer)")
+    assert "envbuild resolve --driver 535.216.01" in verdict["fix"] and 'compat = "minor"' in verdict["fix"]
+    assert checks["GPU 0"]["status"] == "warn" and "3606 MiB" in checks["GPU 0"]["evidence"]
+
+
+def test_text_output_is_a_checklist(capsys, fake_smi, tmp_path: Path) -> None:
+    fake_smi("banner_535_a100_4gpu_processes.txt")
+    lock = write_cuda_lock(tmp_path / "envbuild.lock", "12.4", "550.54.14")
+    assert main(["doctor", "--lock", str(lock)]) == 1
+    out = capsys.readouterr().out
+    assert "[fail] lock default" in out and "fix: upgrade the driver" in out
+    assert out.rstrip().splitlines()[-1].endswith("checks")
+
+
+def test_driver_550_runs_it_natively_and_covers_h100(capsys, fake_smi, tmp_path: Path) -> None:
+    fake_smi("banner_550_h100_8gpu.txt")
+    lock = write_cuda_lock(tmp_path / "envbuild.lock", "12.4", "550.54.14")
+    _, report = doctor(capsys, "--lock", str(lock))
+    checks = by_name(report)
+    assert checks["lock default"]["status"] == "ok"
+    assert checks["lock default"]["evidence"].startswith("runs natively")
+    assert checks["lock default GPUs"]["status"] == "ok"
+
+
+def test_minor_compat_stack_runs_on_535(capsys, fake_smi, tmp_path: Path) -> None:
+    fake_smi("banner_535_a100_4gpu_processes.txt")
+    lock = write_cuda_lock(tmp_path / "envbuild.lock", "12.4", "525.60.13", compat="minor")
+    _, report = doctor(capsys, "--lock", str(lock))
+    assert by_name(report)["lock default"]["evidence"].startswith("runs via minor-version compatibility")
+
+
+def test_query_path_hot_and_throttled_gpus(capsys, fake_smi) -> None:
+    row = "{}, NVIDIA H100 80GB HBM3, GPU-{}, 550.127.05, 9.0, 1, 81559, {}, {}, 690.00, 700.00, {}\n"
+    csv = row.format(0, "a", 0, 31, "0x0000000000000001") + row.format(1, "b", 97, 91, "0x0000000000000000")
+    csv += row.format(2, "c", 97, 70, "0x0000000000000008")
+    fake_smi(
+        "banner_550_h100_8gpu.txt", query_csv=csv, q="    Product Brand                         : NVIDIA\n"
+    )
+    _, report = doctor(capsys)
+    checks = by_name(report)
+    assert "from the query" in checks["nvidia-smi"]["evidence"]
+    assert checks["GPU 0"]["status"] == "ok" and "compute capability 9.0" in checks["GPU 0"]["evidence"]
+    assert checks["GPU 1"]["status"] == "warn" and "running hot" in checks["GPU 1"]["evidence"]
+    assert checks["GPU 2"]["status"] == "warn" and "HW slowdown" in checks["GPU 2"]["evidence"]
+
+
+def test_no_nvidia_smi_fails_and_docker_checks_still_run(capsys, monkeypatch, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    code, report = doctor(capsys)
+    assert code == 1
+    checks = by_name(report)
+    assert checks["nvidia-smi"]["status"] == "fail"
+    assert checks["nvidia-smi"]["evidence"] == "no NVIDIA driver visible: nvidia-smi not found"
+    assert "docker engine" in checks and checks["driver vs matrix"]["status"] == "skip"
+
+
+@pytest.mark.docker
+def test_docker_checks_on_the_real_engine(capsys, fake_smi) -> None:
+    fake_smi("banner_550_h100_8gpu.txt")
+    _, report = doctor(capsys)
+    checks = by_name(report)
+    assert checks["docker engine"]["status"] == "ok" and checks["docker engine"]["evidence"].startswith(
+        "Docker "
+    )
+    runtime = checks["nvidia runtime"]  # this engine has no NVIDIA runtime, and must say so
+    assert runtime["status"] == "fail" and "nvidia-ctk runtime configure" in runtime["fix"]
+
+
+@pytest.mark.docker
+def test_image_verdict_reads_labels_and_require_cuda(capsys, fake_smi, tmp_path: Path) -> None:
+    from tests.test_render_docker import bookworm_image, docker  # noqa: F401
+
+    base = "envbuild-test/bookworm:latest"
+    if docker("image", "inspect", base, check=False).returncode != 0:
+        pytest.fail("the bookworm base image is built by tests/test_render_docker.py's fixture")
+    context = tmp_path / "ctx"
+    context.mkdir()
+    (context / "Dockerfile").write_text(
+        f"FROM {base}\nENV NVIDIA_REQUIRE_CUDA=cuda>=12.4\n"
+        f'LABEL io.envbuild.cuda="12.4" io.envbuild.compat="native" io.envbuild.gpu-arch="{CU124_ARCH}"\n'
+    )
+    tag = "envbuild-test/doctor-image:latest"
+    docker("build", "-q", "-t", tag, str(context))
+    try:
+        fake_smi("banner_535_a100_4gpu_processes.txt")
+        code, report = doctor(capsys, "--image", tag)
+        verdict = by_name(report)[f"image {tag}"]
+        assert code == 1 and verdict["status"] == "fail"
+        assert "NVIDIA_REQUIRE_CUDA (cuda>=12.4)" in verdict["evidence"]
+        fake_smi("banner_550_h100_8gpu.txt")
+        _, report = doctor(capsys, "--image", tag)
+        assert by_name(report)[f"image {tag}"]["status"] == "ok"
+    finally:
+        docker("rmi", "-f", tag, check=False)
+
+
+def test_q_throttle_capture_marks_the_gpu(capsys, fake_smi) -> None:
+    from envbuild.nvsmi import parse_q_reasons
+
+    capture = (FIXTURES / "q_throttle_hw_power_brake_v100_section.txt").read_text()
+    assert reason_names(parse_q_reasons(capture)[0])[0] == ["HW slowdown", "HW power brake slowdown"]
+    fake_smi("banner_470_geforce_processes.txt", q=capture)  # banner path: reasons come from -q
+    _, report = doctor(capsys)
+    gpu = by_name(report)["GPU 0"]
+    assert (
+        (gpu["status"] == "warn"
+        and "HW power brake slowdown" in gpu["evidence"])
+        or "processes" in gpu["evidence"]
+    )
+
+
+def test_kmd_capture_through_the_doctor(capsys, fake_smi) -> None:
+    fake_smi("banner_kmd_610_rtx5060ti_processes.txt")
+    _, report = doctor(capsys)
+    checks = by_name(report)
+    assert "driver 610.43.02, CUDA 13.3" in checks["nvidia-smi"]["evidence"]
+    assert "runs CUDA <= 13.3 natively" in checks["driver vs matrix"]["evidence"]
