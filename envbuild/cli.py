@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="air-gapped: copy these wheels into the context and install with --no-index",
     )
     render.add_argument("--stdout", action="store_true", help="print the Dockerfile(s) instead of writing")
+    render.add_argument(
+        "--builder",
+        choices=("buildkit", "api"),
+        default="buildkit",
+        help="render for BuildKit (default: RUN --mount for wheelhouses) or the classic builder",
+    )
     _add_matrix_option(render)
 
     init = commands.add_parser(
@@ -164,6 +170,64 @@ def build_parser() -> argparse.ArgumentParser:
         help="also export each target as PEP 751 pylock.<target>.toml next to the lock",
     )
     _add_matrix_option(lock)
+
+    build = commands.add_parser(
+        "build",
+        formatter_class=_HelpFormatter,
+        help="render, build, verify with the smoke step, and tag/push only what passed",
+        description="render -> build (untagged) -> verify (the smoke training step in a container) -> "
+        "promote (label, tag, push). An image whose smoke step fails gets no tag. "
+        "Writes build/<target>/record.json.",
+    )
+    build.add_argument("-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml")
+    which = build.add_mutually_exclusive_group()
+    which.add_argument("--target", metavar="NAME", help="build this [[target]]")
+    which.add_argument("--all", action="store_true", help="build every target and print a summary")
+    build.add_argument("--smoke-device", choices=("gpu", "cpu"), help="default: [smoke] device (gpu)")
+    build.add_argument(
+        "--base-image", metavar="REF", help="replace the base image (mirrors, private registries)"
+    )
+    build.add_argument("--wheelhouse", metavar="DIR", help="air-gapped: install from these wheels")
+    build.add_argument("--push", action="store_true", help="push every tag of a verified image")
+    build.add_argument(
+        "--builder",
+        choices=("auto", "api", "buildkit"),
+        default="auto",
+        help="buildkit (docker CLI), api (Engine API, classic builder) or auto (default)",
+    )
+    build.add_argument("--no-cache", action="store_true", help="build without the layer cache")
+    build.add_argument("-o", "--output", default="build", metavar="DIR", help="default: build/")
+    _add_matrix_option(build)
+
+    verify = commands.add_parser(
+        "verify",
+        formatter_class=_HelpFormatter,
+        help="run the smoke training step in a container from IMAGE",
+        description="Run /opt/envbuild/smoke.py in a throwaway container (no network, the image's user; "
+        "with --smoke-device gpu all GPUs). Exit 0 when every gate passed.",
+    )
+    verify.add_argument("image", metavar="IMAGE")
+    verify.add_argument("--smoke-device", choices=("gpu", "cpu"), default="gpu", help="default: gpu")
+    verify.add_argument("--steps", type=int, default=20, metavar="N")
+    verify.add_argument("--precision", choices=("fp32", "fp16", "bf16"), default="fp32")
+    verify.add_argument("--timeout", type=int, default=600, metavar="S")
+    verify.add_argument("--report", metavar="FILE", help="write {image, device, report} here for `promote`")
+    verify.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    promote = commands.add_parser(
+        "promote",
+        formatter_class=_HelpFormatter,
+        help="label and tag (and push) an image whose smoke report passed",
+        description="Add io.envbuild.verified labels to IMAGE (no new layer), tag it, and push with --push. "
+        "Refuses unless --report holds a passing smoke report for this image "
+        "(from `envbuild verify --report`).",
+    )
+    promote.add_argument("image", metavar="IMAGE")
+    promote.add_argument(
+        "--report", required=True, metavar="FILE", help="written by envbuild verify --report"
+    )
+    promote.add_argument("--tag", action="append", default=[], metavar="REPO:TAG", help="repeatable")
+    promote.add_argument("--push", action="store_true")
 
     doctor = commands.add_parser(
         "doctor",
@@ -259,6 +323,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
             base_image=args.base_image,
             wheelhouse=args.wheelhouse is not None,
             lock=lock.target(target.name) if lock else None,
+            buildkit=args.builder == "buildkit",
         )
         for target in spec.target(args.target)
     ]  # every target resolves before anything is written
@@ -327,6 +392,107 @@ def _cmd_lock(args: argparse.Namespace) -> int:
                 handle.write(export_pylock(target))
             os.replace(tmp, out)
             print(f"wrote {out}")
+    return EXIT_OK
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from envbuild.build import build_target, lock_file_digest, summary_table
+    from envbuild.errors import EnvbuildError, UsageError
+    from envbuild.matrix import load_matrix
+    from envbuild.spec import load_spec
+
+    spec = load_spec(args.file)
+    matrix = load_matrix(args.matrix)
+    if args.target is None and not args.all and len(spec.targets) > 1:
+        names = ", ".join(t.name for t in spec.targets)
+        raise UsageError(
+            f"{args.file} has {len(spec.targets)} targets", fix=f"pass --all or --target ({names})"
+        )
+    lock = _lock_for_render(args.file, spec, matrix)
+    from envbuild.lock import lock_path
+
+    digest = lock_file_digest(lock_path(args.file)) if lock else None
+    device = args.smoke_device or spec.smoke.device
+    records, failed = [], False
+    for target in spec.target(args.target):
+        try:
+            records.append(
+                build_target(
+                    matrix,
+                    spec,
+                    target,
+                    out_dir=args.output,
+                    builder=args.builder,
+                    smoke_device=device,
+                    push=args.push,
+                    base_image=args.base_image,
+                    wheelhouse=args.wheelhouse,
+                    no_cache=args.no_cache,
+                    lock=lock.target(target.name) if lock else None,
+                    lock_digest=digest,
+                )
+            )
+        except EnvbuildError as exc:
+            failed = True
+            sys.stderr.write(exc.render() + "\n")
+            records.append({"target": target.name, "status": "failed", "smoke_device": device})
+    if args.all or len(records) > 1:
+        sys.stdout.write(summary_table(records))
+    return EXIT_FAILURE if failed else EXIT_OK
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import json
+
+    from envbuild.smoke_run import summary
+    from envbuild.verify import verify_image
+
+    result = verify_image(
+        args.image, device=args.smoke_device, steps=args.steps, precision=args.precision, timeout=args.timeout
+    )
+    if args.report:
+        import docker
+
+        image_id = docker.from_env(timeout=30).images.get(args.image).id
+        tmp = f"{args.report}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(
+                {"image": image_id, "device": args.smoke_device, "report": result.report}, handle, indent=2
+            )
+        os.replace(tmp, args.report)
+    sys.stdout.write(json.dumps(result.report, indent=2) + "\n" if args.json else summary(result.report))
+    return EXIT_OK if result.passed else EXIT_FAILURE
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
+    import json
+
+    import docker
+
+    from envbuild.errors import UsageError
+    from envbuild.promote import promote
+
+    try:
+        with open(args.report, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        report, device, image_id = saved["report"], saved["device"], saved["image"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"--report {args.report} is not a report from `envbuild verify --report` ({exc})",
+            fix="run envbuild verify IMAGE --report FILE first",
+        ) from None
+    if docker.from_env(timeout=30).images.get(args.image).id != image_id:
+        raise UsageError(
+            f"--report {args.report} was made for {image_id[:19]}, not {args.image}",
+            fix="verify this image, then promote it",
+        )
+    if not args.tag:
+        raise UsageError("promote needs at least one --tag REPO:TAG", fix="e.g. --tag ghcr.io/acme/train:v1")
+    promotion = promote(image_id, tags=args.tag, report=report, device=device, push=args.push)
+    for tag in promotion.tags:
+        print(f"tagged {tag}" + (" (verified on CPU only)" if device == "cpu" else ""))
+    for tag, digest in promotion.pushed:
+        print(f"pushed {tag}@{digest}")
     return EXIT_OK
 
 
@@ -416,6 +582,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_render(args)
         if args.command == "lock":
             return _cmd_lock(args)
+        if args.command == "build":
+            return _cmd_build(args)
+        if args.command == "verify":
+            return _cmd_verify(args)
+        if args.command == "promote":
+            return _cmd_promote(args)
         if args.command == "doctor":
             return _cmd_doctor(args)
         if args.command == "smoke":

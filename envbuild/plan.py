@@ -74,6 +74,7 @@ class Plan(Record):
         "locked",
         "framework_lines",
         "user_lines",
+        "buildkit",
     )
     target: str
     strategy: str
@@ -105,6 +106,7 @@ class Plan(Record):
     locked: bool  # installs are hash-checked from envbuild.lock (--require-hashes --no-deps)
     framework_lines: str  # requirements-framework.txt
     user_lines: str  # requirements.txt
+    buildkit: bool  # the Dockerfile may use RUN --mount (else it renders for the classic builder)
 
 
 def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, OperatingSystem, str]:
@@ -195,6 +197,7 @@ def build_plan(
     base_image: str | None = None,
     wheelhouse: bool = False,
     lock: LockedTarget | None = None,
+    buildkit: bool = True,
 ) -> Plan:
     strategy = target.stack.strategy
     stack, os_row, python = _resolve_target(matrix, spec, target)
@@ -332,6 +335,7 @@ def build_plan(
         lock is not None,
         requirement_lines(lock.packages, "framework") if lock else "".join(f"{r}\n" for r in requirements),
         requirement_lines(lock.packages, "user") if lock else "".join(f"{r}\n" for r in spec.packages.pip),
+        buildkit,
     )
 
 

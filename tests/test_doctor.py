@@ -277,7 +277,7 @@ def test_docker_checks_on_the_real_engine(capsys, fake_smi) -> None:
 
 @pytest.mark.docker
 def test_image_verdict_reads_labels_and_require_cuda(capsys, fake_smi, tmp_path: Path) -> None:
-    from tests.test_render_docker import bookworm_image, docker  # noqa: F401
+    from tests.test_render_docker import bookworm_image, docker
 
     base = "envbuild-test/bookworm:latest"
     if docker("image", "inspect", base, check=False).returncode != 0:

@@ -197,12 +197,12 @@ def test_unresolvable_requirement_is_a_clear_error(capsys, project: Path, indexe
 
 # --- real registry and engine: the digest in the lock, and a tampered hash failing the build
 
-from tests.test_registry import anonymous_registry, manifest_digest, push  # noqa: E402, F401
-from tests.test_render_docker import bookworm_image, docker  # noqa: E402, F401
+from tests.test_registry import anonymous_registry, manifest_digest, push  # noqa: E402
+from tests.test_render_docker import bookworm_image, docker  # noqa: E402
 
 
 @pytest.fixture
-def pushed_base(bookworm_image: str, anonymous_registry: str):  # noqa: F811
+def pushed_base(bookworm_image: str, anonymous_registry: str):
     ref = f"{anonymous_registry}/envbuild-test/lock-base:latest"
     docker("tag", bookworm_image, ref)
     push(ref)

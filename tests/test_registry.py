@@ -29,7 +29,7 @@ from envbuild.registry import (
     registry_scheme,
     resolve_digest,
 )
-from tests.test_render_docker import bookworm_image, docker  # noqa: F401  (bookworm_image: a fixture)
+from tests.test_render_docker import bookworm_image, docker
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 OTHER_DIGEST = "sha256:" + "f" * 64
@@ -402,7 +402,7 @@ def delete_manifest(host: str, repo: str, digest: str, auth: tuple[str, str] | N
 
 
 @pytest.fixture(scope="module")
-def pushed_anonymous(bookworm_image: str, anonymous_registry: str) -> Iterator[str]:  # noqa: F811
+def pushed_anonymous(bookworm_image: str, anonymous_registry: str) -> Iterator[str]:
     tag = f"{anonymous_registry}/{REPO}:latest"
     docker("tag", bookworm_image, tag)
     try:
@@ -440,7 +440,7 @@ def test_missing_tag_and_missing_repository_are_told_apart(pushed_anonymous: str
 
 @pytest.mark.docker
 def test_htpasswd_registry_needs_docker_login(
-    bookworm_image: str,  # noqa: F811
+    bookworm_image: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

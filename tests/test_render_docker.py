@@ -170,10 +170,19 @@ def test_changing_a_user_package_keeps_the_framework_layer(
     images: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    images += ["envbuild-test/render:before", "envbuild-test/render:after"]
-    _, dockerfile = render_and_build(tmp_path / "a", SPEC, wheelhouse, bookworm_image, images[0])
+    # A base of its own (one extra layer on bookworm), so these two builds share cache records only with
+    # each other: a --no-cache build elsewhere on this engine leaves other records for the same steps.
+    import uuid
+
+    base = f"envbuild-test/render-base:{uuid.uuid4().hex[:12]}"
+    images += ["envbuild-test/render:before", "envbuild-test/render:after", base]
+    context = tmp_path / "base"
+    context.mkdir()
+    (context / "Dockerfile").write_text(f"FROM {bookworm_image}\nRUN echo {base} > /envbuild-test-base\n")
+    docker("build", "-q", "-t", base, str(context))
+    _, dockerfile = render_and_build(tmp_path / "a", SPEC, wheelhouse, base, images[0])
     log, _ = render_and_build(
-        tmp_path / "b", SPEC.replace("six==1.16.0", "six==1.17.0"), wheelhouse, bookworm_image, images[1]
+        tmp_path / "b", SPEC.replace("six==1.16.0", "six==1.17.0"), wheelhouse, base, images[1]
     )
     capsys.readouterr()
     # the framework RUN is reported as taken from cache...

@@ -1,0 +1,173 @@
+"""Layer ordering pays off: rebuild time after changing one pip package, and image size overhead.
+
+Measured in one run, on the real Engine with BuildKit, from a local Debian base and a torch 2.13.0
+CPU wheelhouse (air-gapped, as the tests build):
+* envbuild: a cold build (no cache) against a warm rebuild after changing one user package;
+* a naive one-layer Dockerfile that installs the same packages in one RUN, rebuilt after the same
+  change (the usual hand-written Dockerfile);
+* the envbuild image's size against its content: the base, the OS packages and Python, and the venv.
+
+Run: `.venv/bin/python bench/build.py` (needs dockerd, /usr/bin/docker and debootstrap or the
+envbuild-test/bookworm image). Targets: warm <= 15% of cold; envbuild >= 5x faster than naive on the
+rebuild; size overhead <= 5%.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+BASE = "envbuild-test/bookworm:latest"
+SPEC = """[stack]
+driver = "580"
+framework = "torch==2.13.0"
+python = "3.11"
+os = "debian12"
+
+[packages]
+pip = ["{six}"]
+"""
+NAIVE = """FROM {base}
+ARG DEBIAN_FRONTEND=noninteractive
+COPY wheels /wheels
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \\
+ && rm -rf /var/lib/apt/lists/* && python3 -m venv /opt/venv \\
+ && /opt/venv/bin/pip install --no-cache-dir --no-index --find-links /wheels torch==2.13.0 {six} \\
+ && rm -rf /wheels
+"""
+
+
+def docker(*args: str) -> subprocess.CompletedProcess[str]:
+    cli = os.environ.get("DOCKER_CLI") or (
+        "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
+    )
+    return subprocess.run(
+        [cli, *args], capture_output=True, text=True, check=True, env={**os.environ, "DOCKER_BUILDKIT": "1"}
+    )
+
+
+def timed_build(context: Path, tag: str, *extra: str) -> float:
+    start = time.perf_counter()
+    docker("build", "-q", "-t", tag, *extra, str(context))
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    from envbuild.cli import main as envbuild
+
+    if subprocess.run(["/usr/bin/docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
+        print(f"needs the {BASE} image (made by the tests: make test)")
+        return 1
+    work = Path(tempfile.mkdtemp(prefix="envbuild-bench-build-"))
+    wheels = work / "wheels"
+    common = [
+        "--python-version",
+        "3.11",
+        "--platform",
+        "manylinux_2_28_x86_64",
+        "--only-binary=:all:",
+        "-d",
+        str(wheels),
+        "--quiet",
+    ]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "torch==2.13.0", "six==1.16.0", *common],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "six==1.17.0", *common],
+        check=True,
+        stderr=subprocess.DEVNULL,
+    )
+    tags = []
+    try:
+
+        def render(six: str) -> Path:
+            (work / "envbuild.toml").write_text(SPEC.format(six=six))
+            envbuild(
+                [
+                    "render",
+                    "-f",
+                    str(work / "envbuild.toml"),
+                    "-o",
+                    str(work / "out"),
+                    "--wheelhouse",
+                    str(wheels),
+                    "--base-image",
+                    BASE,
+                ]
+            )
+            return work / "out" / "default"
+
+        tags += [
+            "envbuild-bench:cold",
+            "envbuild-bench:warm",
+            "envbuild-bench:naive1",
+            "envbuild-bench:naive2",
+        ]
+        cold = timed_build(render("six==1.16.0"), tags[0], "--no-cache")
+        warm = timed_build(render("six==1.17.0"), tags[1])
+
+        naive = work / "naive"
+        naive.mkdir()
+        shutil.copytree(wheels, naive / "wheels")
+        (naive / "Dockerfile").write_text(NAIVE.format(base=BASE, six="six==1.16.0"))
+        timed_build(naive, tags[2], "--no-cache")
+        (naive / "Dockerfile").write_text(NAIVE.format(base=BASE, six="six==1.17.0"))
+        naive_rebuild = timed_build(naive, tags[3])
+
+        size = int(docker("image", "inspect", tags[1], "--format", "{{.Size}}").stdout)
+        base_size = int(docker("image", "inspect", BASE, "--format", "{{.Size}}").stdout)
+        history = json.loads(
+            "["
+            + ",".join(
+                docker("history", "--no-trunc", "--format", "{{json .}}", tags[1]).stdout.split("\n")[:-1]
+            )
+            + "]"
+        )
+        python_layer = 0
+        for layer in history:
+            if "apt-get install" in layer["CreatedBy"]:
+                python_layer = _bytes(layer["Size"])
+        venv = int(
+            docker("run", "--rm", "--network", "none", tags[1], "du", "-sb", "/opt/venv").stdout.split()[0]
+        )
+        content = base_size + python_layer + venv
+        overhead = (size - content) / size
+    finally:
+        for tag in tags:
+            subprocess.run(["/usr/bin/docker", "rmi", "-f", tag], capture_output=True)
+    print("envbuild build, torch 2.13.0 CPU + one user package, local Debian base, BuildKit")
+    print(f"  cold build (no cache)              {cold:7.1f} s")
+    print(f"  warm rebuild, one package changed  {warm:7.1f} s   {warm / cold:6.1%} of cold (target <= 15%)")
+    print(
+        f"  naive one-layer rebuild            {naive_rebuild:7.1f} s   "
+        f"envbuild {naive_rebuild / warm:5.1f}x faster (target >= 5x)"
+    )
+    print(
+        f"  image {size / 1e6:7.1f} MB = base {base_size / 1e6:.1f} + python {python_layer / 1e6:.1f} + venv "
+        f"{venv / 1e6:.1f} + overhead {(size - content) / 1e6:.1f} MB ({overhead:.1%}, target <= 5%)"
+    )
+    return 0
+
+
+def _bytes(text: str) -> int:
+    units = {"B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3}
+    for unit in sorted(units, key=len, reverse=True):
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * units[unit])
+    return int(float(text))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

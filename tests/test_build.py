@@ -1,0 +1,240 @@
+"""`envbuild build` end to end on the real Engine and a real registry on 127.0.0.1: a torch image built
+air-gapped from a local Debian base, verified with the CPU smoke step, promoted and pushed; and the
+faults that must leave no tag: a failing smoke step, no GPU toolkit, an interrupt, a registry down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from envbuild.cli import main
+from tests.test_registry import anonymous_registry, free_port
+from tests.test_render_docker import SPEC, bookworm_image, docker, wheelhouse
+
+pytestmark = pytest.mark.docker
+MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+def spec_for(tmp_path: Path, repository: str, extra: str = "") -> Path:
+    path = tmp_path / "envbuild.toml"
+    path.write_text(
+        SPEC + f'\n[image]\nrepository = "{repository}"\ntags = ["torch{{framework_version}}-e2e"]\n' + extra
+    )
+    return path
+
+
+def run_build(spec: Path, out: Path, wheelhouse: Path, base: str, *args: str) -> int:
+    return main(
+        [
+            "build",
+            "-f",
+            str(spec),
+            "-o",
+            str(out),
+            "--wheelhouse",
+            str(wheelhouse),
+            "--base-image",
+            base,
+            "--smoke-device",
+            "cpu",
+            *args,
+        ]
+    )
+
+
+def tag_exists(tag: str) -> bool:
+    return docker("image", "inspect", tag, check=False).returncode == 0
+
+
+def smoke_containers() -> list[str]:
+    return docker("ps", "-aq", "--filter", "label=io.envbuild.role=smoke").stdout.split()
+
+
+def record(out: Path) -> dict:
+    return json.loads((out / "default" / "record.json").read_text())
+
+
+@pytest.fixture
+def cleanup():
+    tags: list[str] = []
+    yield tags
+    for tag in tags:
+        docker("rmi", "-f", tag, check=False)
+
+
+def test_build_verify_promote_push(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    anonymous_registry: str,
+    cleanup: list[str],
+    capsys,
+) -> None:
+    repository = f"{anonymous_registry}/envbuild-test/e2e"
+    tag = f"{repository}:torch2.13.0-e2e"
+    cleanup.append(tag)
+    out = tmp_path / "build"
+    code = run_build(spec_for(tmp_path, repository), out, wheelhouse, bookworm_image, "--push")
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    rec = record(out)
+    assert rec["ok"] is True and rec["status"] == "promoted" and rec["smoke"]["passed"] is True
+    assert set(rec["stages"]) == {"render", "build", "verify", "promote"} and rec["engine"]
+    labels = json.loads(docker("image", "inspect", tag, "--format", "{{json .Config.Labels}}").stdout)
+    assert labels["io.envbuild.verified"] == "true" and labels["io.envbuild.smoke.device"] == "cpu"
+    (pushed,) = rec["pushed"]
+    response = requests.get(
+        f"http://{anonymous_registry}/v2/envbuild-test/e2e/manifests/torch2.13.0-e2e",
+        headers={"Accept": MANIFEST_V2},
+        timeout=30,
+    )
+    assert response.headers["Docker-Content-Digest"] == pushed["digest"]
+    by_digest = f"{repository}@{pushed['digest']}"
+    docker("pull", by_digest)
+    assert (
+        docker("image", "inspect", by_digest, "--format", "{{.Id}}").stdout.strip()
+        == rec["images"]["promoted"]
+    )
+    assert "verified on CPU only" in printed.out
+
+
+def test_failing_smoke_step_gets_no_tag(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    cleanup: list[str],
+    capsys,
+) -> None:
+    repository = "envbuild-test/failing"
+    cleanup.append(f"{repository}:torch2.13.0-e2e")
+    out = tmp_path / "build"
+    spec = spec_for(tmp_path, repository, 'env = { ENVBUILD_SMOKE_LR = "0" }\n')  # the loss cannot decrease
+    code = run_build(spec, out, wheelhouse, bookworm_image)
+    err = capsys.readouterr().err
+    assert code == 1 and "smoke step failed" in err and "training" in err
+    rec = record(out)
+    assert rec["status"] == "failed" and rec["tags"] == []
+    assert [f["gate"] for f in rec["smoke"]["failed"]] == ["training"]
+    assert not tag_exists(f"{repository}:torch2.13.0-e2e")
+    assert smoke_containers() == []
+
+
+def test_gpu_smoke_on_an_engine_without_the_toolkit(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    cleanup: list[str],
+    capsys,
+) -> None:
+    repository = "envbuild-test/notoolkit"
+    cleanup.append(f"{repository}:torch2.13.0-e2e")
+    out = tmp_path / "build"
+    code = main(
+        [
+            "build",
+            "-f",
+            str(spec_for(tmp_path, repository)),
+            "-o",
+            str(out),
+            "--wheelhouse",
+            str(wheelhouse),
+            "--base-image",
+            bookworm_image,
+            "--smoke-device",
+            "gpu",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot give containers a GPU" in err and "NVIDIA Container Toolkit" in err
+    assert not tag_exists(f"{repository}:torch2.13.0-e2e") and smoke_containers() == []
+    assert record(out)["status"] == "failed"
+
+
+def test_interrupt_during_verify_leaves_nothing(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    cleanup: list[str],
+) -> None:
+    repository = "envbuild-test/interrupted"
+    cleanup.append(f"{repository}:torch2.13.0-e2e")
+    spec = (
+        spec_for(tmp_path, repository).read_text().replace('device = "cpu"', 'device = "cpu"\nsteps = 9000')
+    )
+    (tmp_path / "envbuild.toml").write_text(spec)
+    out = tmp_path / "build"
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("envbuild")),
+            "build",
+            "-f",
+            str(tmp_path / "envbuild.toml"),
+            "-o",
+            str(out),
+            "--wheelhouse",
+            str(wheelhouse),
+            "--base-image",
+            bookworm_image,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 300
+    while not smoke_containers():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    time.sleep(1)  # the smoke step is running
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=120)
+    assert process.returncode != 0
+    assert smoke_containers() == []
+    assert not tag_exists(f"{repository}:torch2.13.0-e2e")
+    assert record(out)["status"] == "interrupted"
+
+
+def test_registry_down_fails_the_push_and_keeps_no_tag(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    cleanup: list[str],
+    capsys,
+) -> None:
+    repository = f"127.0.0.1:{free_port()}/envbuild-test/down"
+    cleanup.append(f"{repository}:torch2.13.0-e2e")
+    out = tmp_path / "build"
+    code = run_build(spec_for(tmp_path, repository), out, wheelhouse, bookworm_image, "--push")
+    err = capsys.readouterr().err
+    assert code == 1 and "pushing" in err
+    rec = record(out)
+    assert rec["status"] == "failed" and rec["pushed"] == [] and rec["tags"] == []
+    assert not tag_exists(f"{repository}:torch2.13.0-e2e")
+
+
+def test_api_backend_builds_the_same_example(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    cleanup: list[str],
+    capsys,
+) -> None:
+    repository = "envbuild-test/api"
+    cleanup.append(f"{repository}:torch2.13.0-e2e")
+    out = tmp_path / "build"
+    code = run_build(spec_for(tmp_path, repository), out, wheelhouse, bookworm_image, "--builder", "api")
+    assert code == 0, capsys.readouterr().err
+    rec = record(out)
+    assert rec["backend"] == "api" and rec["ok"] is True
+    dockerfile = (out / "default" / "Dockerfile").read_text()
+    assert "--mount" not in dockerfile and "COPY wheels/framework /wheels/framework" in dockerfile
+    assert tag_exists(f"{repository}:torch2.13.0-e2e")
+    assert os.path.getsize(out / "default" / "build.log") > 0
