@@ -25,6 +25,7 @@ lint: install
 bench: install
 	$(BIN)/python bench/resolve.py
 	$(BIN)/python bench/lock.py
+	$(BIN)/python bench/build.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
