@@ -16,17 +16,14 @@ import os
 import time
 
 from envbuild import __version__
+from envbuild._files import write_atomic
 from envbuild.errors import EnvbuildError
 
 RECORD = "record.json"
 
 
 def _write_json(path: str, data: dict) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 class TargetLock:

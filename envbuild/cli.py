@@ -383,14 +383,12 @@ def _cmd_lock(args: argparse.Namespace) -> int:
         print(line)
     print(f"wrote {path}")
     if args.pylock:
+        from envbuild._files import write_atomic
         from envbuild.lock import export_pylock, pylock_name
 
         for target in lock.targets:
             out = os.path.join(os.path.dirname(path), pylock_name(target.name))
-            tmp = f"{out}.{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(export_pylock(target))
-            os.replace(tmp, out)
+            write_atomic(out, export_pylock(target))
             print(f"wrote {out}")
     return EXIT_OK
 
@@ -454,12 +452,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         import docker
 
         image_id = docker.from_env(timeout=30).images.get(args.image).id
-        tmp = f"{args.report}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(
-                {"image": image_id, "device": args.smoke_device, "report": result.report}, handle, indent=2
-            )
-        os.replace(tmp, args.report)
+        from envbuild._files import write_atomic
+
+        saved = {"image": image_id, "device": args.smoke_device, "report": result.report}
+        write_atomic(args.report, json.dumps(saved, indent=2) + "\n")
     sys.stdout.write(json.dumps(result.report, indent=2) + "\n" if args.json else summary(result.report))
     return EXIT_OK if result.passed else EXIT_FAILURE
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from envbuild._files import write_atomic
 from envbuild.errors import UsageError
 
 STARTER = """\
@@ -52,10 +53,5 @@ timeout = 600                  # seconds
 def write_starter(path: str, *, force: bool = False) -> str:
     if os.path.exists(path) and not force:
         raise UsageError(f"{path} already exists", fix="pass --force to overwrite it, or -f OTHER.toml")
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(STARTER)
-    os.replace(tmp, path)
+    write_atomic(path, STARTER)
     return path

@@ -334,10 +334,9 @@ def dumps(lock: Lock) -> str:
 
 
 def write_lock(path: str, lock: Lock) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(dumps(lock))
-    os.replace(tmp, path)
+    from envbuild._files import write_atomic
+
+    write_atomic(path, dumps(lock))
 
 
 def load_lock(path: str) -> tuple[Lock, bool]:

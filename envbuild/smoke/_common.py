@@ -333,6 +333,48 @@ def record_allreduce(report, result, world, seconds, timeout):
         passed(report, "multi_gpu")
 
 
+def timed_collective(report, function, count, timeout):
+    """Run an in-process collective (JAX psum, TF MirroredStrategy) and record it as the multi_gpu gate.
+
+    A hung collective's thread may block interpreter exit, so after reporting it the process exits hard.
+    """
+    started = time.perf_counter()
+    try:
+        value, finished = run_with_timeout(function, timeout)
+    except Exception as exc:
+        fail(report, "multi_gpu", describe_exception(exc), NCCL_HINT)
+        return
+    seconds = time.perf_counter() - started
+    if not finished:
+        record_allreduce(report, None, count, seconds, timeout)
+        emit(report)
+        os._exit(1)
+    record_allreduce(report, float(value), count, seconds, timeout)
+
+
+def start_report(argv, framework):
+    """The report for a run, or (report, False) when the arguments already failed it."""
+    try:
+        device_requested, steps, precision = parse_args(argv, framework)
+    except _ArgumentError as exc:
+        report = new_report(framework, None, None, None)
+        fail(report, "arguments", str(exc), USAGE_HINT)
+        return report, False
+    report = new_report(framework, device_requested, steps, precision)
+    passed(report, "arguments")
+    return report, True
+
+
+def guarded_main(run, framework, argv=None):
+    """The report must come out even when the program itself has a bug."""
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except Exception as exc:
+        report = new_report(framework, None, None, None)
+        fail(report, "internal", describe_exception(exc), "a bug in the smoke program: report it to envbuild")
+        return emit(report)
+
+
 def run_with_timeout(function, timeout):
     """(value, finished) of function() in a daemon thread: a hung collective cannot hang the report."""
     import threading

@@ -327,29 +327,14 @@ def check_multi_gpu(tf, report, gpus):
         summed = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
         return float(summed.numpy())
 
-    started = time.perf_counter()
-    try:
-        value, finished = run_with_timeout(allreduce, ALLREDUCE_TIMEOUT_S)
-    except Exception as exc:
-        fail(report, "multi_gpu", describe_exception(exc), NCCL_HINT)
-        return
-    seconds = time.perf_counter() - started
-    if not finished:
-        record_allreduce(report, None, count, seconds, ALLREDUCE_TIMEOUT_S)
-        emit(report)
-        os._exit(1)  # the hung collective's thread may block interpreter exit
-    record_allreduce(report, float(value), count, seconds, ALLREDUCE_TIMEOUT_S)
+    timed_collective(report, allreduce, count, ALLREDUCE_TIMEOUT_S)
 
 
 def run(argv):
-    try:
-        device_requested, steps, precision = parse_args(argv, FRAMEWORK)
-    except _ArgumentError as exc:
-        report = new_report(FRAMEWORK, None, None, None)
-        fail(report, "arguments", str(exc), USAGE_HINT)
+    report, ok = start_report(argv, FRAMEWORK)
+    if not ok:
         return emit(report)
-    report = new_report(FRAMEWORK, device_requested, steps, precision)
-    passed(report, "arguments")
+    device_requested, steps, precision = report["device_requested"], report["steps"], report["precision"]
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     t_import = time.perf_counter()
@@ -408,12 +393,7 @@ def run(argv):
 
 
 def main(argv=None):
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except Exception as exc:  # last resort: the report must still come out
-        report = new_report(FRAMEWORK, None, None, None)
-        fail(report, "internal", describe_exception(exc), "a bug in the smoke program: report it to envbuild")
-        return emit(report)
+    return guarded_main(run, FRAMEWORK, argv)
 
 
 if __name__ == "__main__":

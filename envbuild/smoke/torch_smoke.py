@@ -295,14 +295,10 @@ def check_multi_gpu(torch, report):
 
 
 def run(argv):
-    try:
-        device_requested, steps, precision = parse_args(argv, FRAMEWORK)
-    except _ArgumentError as exc:
-        report = new_report(FRAMEWORK, None, None, None)
-        fail(report, "arguments", str(exc), USAGE_HINT)
+    report, ok = start_report(argv, FRAMEWORK)
+    if not ok:
         return emit(report)
-    report = new_report(FRAMEWORK, device_requested, steps, precision)
-    passed(report, "arguments")
+    device_requested, steps, precision = report["device_requested"], report["steps"], report["precision"]
 
     t_import = time.perf_counter()
     try:
@@ -364,12 +360,7 @@ def run(argv):
 
 
 def main(argv=None):
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except Exception as exc:  # last resort: the report must still come out
-        report = new_report(FRAMEWORK, None, None, None)
-        fail(report, "internal", describe_exception(exc), "a bug in the smoke program: report it to envbuild")
-        return emit(report)
+    return guarded_main(run, FRAMEWORK, argv)
 
 
 if __name__ == "__main__":
