@@ -29,9 +29,9 @@ def _write_json(path: str, data: dict) -> None:
 class TargetLock:
     """One `envbuild build` per target at a time: a second one waits for the first (flock)."""
 
-    def __init__(self, directory: str, say) -> None:
+    def __init__(self, directory: str, target: str, say) -> None:
         os.makedirs(directory, exist_ok=True)
-        self.path = os.path.join(directory, ".build.lock")
+        self.path = os.path.join(directory, f".{target}.build.lock")  # beside the context: render replaces it
         self.say = say
         self.handle = None
 
@@ -74,6 +74,7 @@ def build_target(
     lock=None,
     lock_digest: str | None = None,
     say=print,
+    progress=None,
 ) -> dict:
     """Run the four stages for one target; returns its record (record["ok"] says if it passed)."""
     from envbuild import engine
@@ -103,7 +104,7 @@ def build_target(
         record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
         _write_json(record_path, record)
 
-    with TargetLock(out_dir, say):
+    with TargetLock(out_dir, target.name, say):
         try:
             started = time.perf_counter()
             backend = engine.choose_backend(builder)
@@ -130,7 +131,7 @@ def build_target(
                 backend=backend,
                 no_cache=no_cache,
                 log_path=os.path.join(context_dir, "build.log"),
-                progress=engine.Progress(),
+                progress=progress or engine.Progress(),
             )
             record["images"]["built"] = result.image_id
             stage("build", started, steps=result.steps)
@@ -216,6 +217,25 @@ def lock_file_digest(path: str) -> str | None:
         return None
     with open(path, "rb") as handle:
         return "sha256:" + hashlib.sha256(handle.read()).hexdigest()
+
+
+def build_all(targets, build_one, *, jobs: int) -> list[tuple[dict, str | None]]:
+    """Build targets, `jobs` at a time against one engine; results in the targets' order.
+
+    A failing target does not stop the others: each result is (record, error message or None).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(target) -> tuple[dict, str | None]:
+        try:
+            return build_one(target), None
+        except EnvbuildError as exc:
+            return {"target": target.name, "status": "failed"}, exc.render()
+
+    if jobs <= 1:
+        return [one(t) for t in targets]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, targets))
 
 
 def summary_table(records: list[dict]) -> str:

@@ -196,6 +196,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="buildkit (docker CLI), api (Engine API, classic builder) or auto (default)",
     )
     build.add_argument("--no-cache", action="store_true", help="build without the layer cache")
+    build.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="build N targets at once against one engine (with --all)",
+    )
     build.add_argument("-o", "--output", default="build", metavar="DIR", help="default: build/")
     _add_matrix_option(build)
 
@@ -224,10 +232,53 @@ def build_parser() -> argparse.ArgumentParser:
     )
     promote.add_argument("image", metavar="IMAGE")
     promote.add_argument(
-        "--report", required=True, metavar="FILE", help="written by envbuild verify --report"
+        "--report", metavar="FILE", help="written by envbuild verify --report (local promotion)"
+    )
+    promote.add_argument(
+        "--to",
+        nargs="+",
+        action="extend",
+        metavar="TAG",
+        help="registry-side: copy the manifest of IMAGE (REPO@sha256:...) to these tags; the "
+        "image must carry envbuild's verified label",
     )
     promote.add_argument("--tag", action="append", default=[], metavar="REPO:TAG", help="repeatable")
     promote.add_argument("--push", action="store_true")
+
+    bake = commands.add_parser(
+        "bake",
+        formatter_class=_HelpFormatter,
+        help="write a docker buildx bake file (JSON) for every target",
+        description="One bake target per [[target]]: its rendered context, the candidate tag envbuild verify "
+        "finds, the labels, and a registry cache. Render the contexts first (envbuild render).",
+    )
+    bake.add_argument("-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml")
+    bake.add_argument(
+        "-o", "--output", default="docker-bake.json", metavar="FILE", help="default: docker-bake.json"
+    )
+    bake.add_argument(
+        "--contexts", default="build", metavar="DIR", help="where render wrote them (default build)"
+    )
+    _add_matrix_option(bake)
+
+    ci = commands.add_parser("ci", formatter_class=_HelpFormatter, help="write CI workflows")
+    ci_commands = ci.add_subparsers(dest="ci_command", metavar="SYSTEM")
+    github = ci_commands.add_parser(
+        "github",
+        formatter_class=_HelpFormatter,
+        help="a GitHub Actions workflow: lock-check, build on CPU, verify on GPU, promote by digest",
+    )
+    github.add_argument(
+        "-f", "--file", default="envbuild.toml", metavar="SPEC", help="default: envbuild.toml"
+    )
+    github.add_argument("-o", "--output", default=".github/workflows/envbuild.yml", metavar="FILE")
+    github.add_argument(
+        "--gpu-label",
+        action="append",
+        metavar="LABEL",
+        help="runner labels for the verify job (default: self-hosted, gpu, sm_XY of the targets)",
+    )
+    _add_matrix_option(github)
 
     doctor = commands.add_parser(
         "doctor",
@@ -394,13 +445,15 @@ def _cmd_lock(args: argparse.Namespace) -> int:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from envbuild.build import build_target, lock_file_digest, summary_table
-    from envbuild.errors import EnvbuildError, UsageError
+    from envbuild.build import build_all, build_target, lock_file_digest, summary_table
+    from envbuild.errors import UsageError
     from envbuild.matrix import load_matrix
     from envbuild.spec import load_spec
 
     spec = load_spec(args.file)
     matrix = load_matrix(args.matrix)
+    if args.jobs < 1:
+        raise UsageError(f"-j {args.jobs} must be 1 or more", fix="e.g. -j 2")
     if args.target is None and not args.all and len(spec.targets) > 1:
         names = ", ".join(t.name for t in spec.targets)
         raise UsageError(
@@ -411,29 +464,35 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
     digest = lock_file_digest(lock_path(args.file)) if lock else None
     device = args.smoke_device or spec.smoke.device
+    parallel = args.jobs > 1
+
+    def build_one(target):
+        say = (lambda line: print(f"[{target.name}] {line}", flush=True)) if parallel else print
+        return build_target(
+            matrix,
+            spec,
+            target,
+            out_dir=args.output,
+            builder=args.builder,
+            smoke_device=device,
+            push=args.push,
+            base_image=args.base_image,
+            wheelhouse=args.wheelhouse,
+            no_cache=args.no_cache,
+            lock=lock.target(target.name) if lock else None,
+            lock_digest=digest,
+            say=say,
+            progress=(lambda line: say(line)) if parallel else None,
+        )
+
+    results = build_all(spec.target(args.target), build_one, jobs=args.jobs)
     records, failed = [], False
-    for target in spec.target(args.target):
-        try:
-            records.append(
-                build_target(
-                    matrix,
-                    spec,
-                    target,
-                    out_dir=args.output,
-                    builder=args.builder,
-                    smoke_device=device,
-                    push=args.push,
-                    base_image=args.base_image,
-                    wheelhouse=args.wheelhouse,
-                    no_cache=args.no_cache,
-                    lock=lock.target(target.name) if lock else None,
-                    lock_digest=digest,
-                )
-            )
-        except EnvbuildError as exc:
+    for record, error in results:
+        record.setdefault("smoke_device", device)
+        records.append(record)
+        if error:
             failed = True
-            sys.stderr.write(exc.render() + "\n")
-            records.append({"target": target.name, "status": "failed", "smoke_device": device})
+            sys.stderr.write(error + "\n")
     if args.all or len(records) > 1:
         sys.stdout.write(summary_table(records))
     return EXIT_FAILURE if failed else EXIT_OK
@@ -460,23 +519,54 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if result.passed else EXIT_FAILURE
 
 
-def _cmd_promote(args: argparse.Namespace) -> int:
+def _load_verify_report(path: str) -> dict:
     import json
+
+    from envbuild.errors import UsageError
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        if not isinstance(saved["report"], dict) or not str(saved["image"]).startswith("sha256:"):
+            raise ValueError("no report or image id")
+        return saved
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"--report {path} is not a report from `envbuild verify --report` ({exc})",
+            fix="run envbuild verify IMAGE --report FILE first",
+        ) from None
+
+
+def _cmd_promote(args: argparse.Namespace) -> int:
 
     import docker
 
-    from envbuild.errors import UsageError
+    from envbuild.errors import EnvbuildError, UsageError
     from envbuild.promote import promote
 
-    try:
-        with open(args.report, encoding="utf-8") as handle:
-            saved = json.load(handle)
-        report, device, image_id = saved["report"], saved["device"], saved["image"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    if args.to:
+        from envbuild.registry import promote_by_digest
+
+        verified = None
+        if args.report:
+            saved = _load_verify_report(args.report)
+            if not saved["report"].get("passed"):
+                raise EnvbuildError(
+                    f"{args.report}: the smoke step did not pass; refusing to promote",
+                    fix="fix the image, build and verify again",
+                )
+            verified = saved["image"]
+        for ref, digest in promote_by_digest(args.image, list(args.to), verified_image_id=verified):
+            print(f"promoted {ref}@{digest}")
+        return EXIT_OK
+    if not args.report:
         raise UsageError(
-            f"--report {args.report} is not a report from `envbuild verify --report` ({exc})",
-            fix="run envbuild verify IMAGE --report FILE first",
-        ) from None
+            "promote needs --report FILE (from envbuild verify --report), or --to TAG for a "
+            "REPO@sha256:... in a registry",
+            fix="see envbuild promote --help",
+        )
+    saved = _load_verify_report(args.report)
+    report, device, image_id = saved["report"], saved.get("device", "gpu"), saved["image"]
     if docker.from_env(timeout=30).images.get(args.image).id != image_id:
         raise UsageError(
             f"--report {args.report} was made for {image_id[:19]}, not {args.image}",
@@ -489,6 +579,35 @@ def _cmd_promote(args: argparse.Namespace) -> int:
         print(f"tagged {tag}" + (" (verified on CPU only)" if device == "cpu" else ""))
     for tag, digest in promotion.pushed:
         print(f"pushed {tag}@{digest}")
+    return EXIT_OK
+
+
+def _cmd_bake(args: argparse.Namespace) -> int:
+    from envbuild._files import write_atomic
+    from envbuild.matrix import load_matrix
+    from envbuild.scaleout import bake_json
+    from envbuild.spec import load_spec
+
+    text = bake_json(load_matrix(args.matrix), load_spec(args.file), out_dir=args.contexts)
+    write_atomic(args.output, text)
+    print(f"wrote {args.output}; run: docker buildx bake -f {args.output} --push")
+    return EXIT_OK
+
+
+def _cmd_ci(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.ci_command != "github":
+        parser.parse_args(["ci", "--help"])
+        return EXIT_OK
+    from envbuild._files import write_atomic
+    from envbuild.matrix import load_matrix
+    from envbuild.scaleout import github_workflow_yaml
+    from envbuild.spec import load_spec
+
+    text = github_workflow_yaml(
+        load_matrix(args.matrix), load_spec(args.file), spec_path=args.file, gpu_labels=args.gpu_label
+    )
+    write_atomic(args.output, text)
+    print(f"wrote {args.output}")
     return EXIT_OK
 
 
@@ -584,6 +703,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_verify(args)
         if args.command == "promote":
             return _cmd_promote(args)
+        if args.command == "bake":
+            return _cmd_bake(args)
+        if args.command == "ci":
+            return _cmd_ci(args, parser)
         if args.command == "doctor":
             return _cmd_doctor(args)
         if args.command == "smoke":

@@ -15,6 +15,7 @@ Credentials never appear in a message or an exception: no request header is ever
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -181,6 +182,343 @@ def resolve_digest(
     return "sha256:" + hashlib.sha256(response.content).hexdigest()
 
 
+# --- registry-side promotion: read a manifest and its config, put the same bytes under new tags --------
+
+INDEX_MEDIA_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+VERIFIED_LABEL = "io.envbuild.verified"
+
+
+def fetch_manifest(
+    ref: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3
+) -> tuple[bytes, str, str]:
+    """(the manifest's bytes exactly as served, its media type, its "sha256:..." digest) for `ref`.
+
+    A ref with "@sha256:..." is fetched by digest (and the bytes are checked against it), else by tag;
+    the Accept header and the auth flow are those of `resolve_digest`.
+    """
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    return _fetch_manifest(session, parsed.digest or parsed.tag)
+
+
+def put_manifest(
+    ref: str,
+    body: bytes,
+    media_type: str,
+    *,
+    docker_config: str | None = None,
+    timeout: float = 30,
+    retries: int = 3,
+) -> str:
+    """PUT `body` (the exact bytes) as the manifest of `ref`'s tag; the digest the registry answers.
+
+    A Bearer token is asked for with scope "repository:<repo>:pull,push".
+    """
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    return _put_manifest(session, parsed.tag, body, media_type)
+
+
+def image_config_labels(ref: str, *, docker_config: str | None = None, timeout: float = 30) -> dict[str, str]:
+    """The labels of the image `ref`'s manifest points at (of its linux/amd64 entry, or the first one,
+    when it is an index or a manifest list); {} when the image has none. No layer is downloaded."""
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=3)
+    body, media_type, _ = _fetch_manifest(session, parsed.digest or parsed.tag)
+    return _config_labels(session, body, media_type)
+
+
+def promote_by_digest(
+    ref: str, to: list[str], *, docker_config: str | None = None, verified_image_id: str | None = None
+) -> list[tuple[str, str]]:
+    """Tag the verified image `ref` ("name@sha256:...") as each of `to` inside its registry.
+
+    A target is a bare tag (same repository) or "[registry/]repo:tag" on the same registry host. The
+    image's config must carry io.envbuild.verified=true (set by `envbuild promote`). The manifest's
+    exact bytes are PUT under each new tag, so every tag has the source digest; in another repository
+    of the same registry, the blobs are mounted from the source first. No layer is pulled or pushed.
+    Returns [(full ref, digest), ...] in the order of `to`.
+    """
+    parsed = parse_reference(ref)
+    if not parsed.digest:
+        raise UsageError(
+            f"promote by digest needs a reference pinned by digest, not {ref.strip()!r}",
+            fix=f"pass NAME@sha256:<digest>, e.g. `{parsed.name}@$(docker buildx imagetools inspect "
+            f"{parsed.name}:{parsed.tag} --format '{{{{.Manifest.Digest}}}}')`, or pin it with envbuild's "
+            "resolve_digest",
+        )
+    if not to:
+        raise UsageError(
+            "promote by digest needs at least one target tag", fix="e.g. to=['v1'] or ['repo:v1']"
+        )
+    targets = [_promotion_target(parsed, target) for target in to]
+
+    session = _Session(parsed, docker_config=docker_config, timeout=30, retries=3)
+    body, media_type, digest = _fetch_manifest(session, parsed.digest)
+    image_id, labels = _config(session, body, media_type)
+    if verified_image_id is not None:  # a passing verify record (envbuild verify --report) vouches for it
+        if verified_image_id != image_id:
+            raise EnvbuildError(
+                f"the verify report was made for {verified_image_id[:19]}, but {ref.strip()} is "
+                f"{image_id[:19]}: refusing to promote",
+                fix=f"verify this digest: envbuild verify {ref.strip()} --report FILE",
+            )
+    elif labels.get(VERIFIED_LABEL) != "true":
+        raise EnvbuildError(
+            f"{ref.strip()} was not verified by envbuild (no {VERIFIED_LABEL} label): refusing to promote",
+            fix=f"run envbuild verify {ref.strip()} --report FILE, then envbuild promote --report FILE "
+            "--tag ... --push first, and promote the digest that push reports",
+        )
+
+    promoted: list[tuple[str, str]] = []
+    for target in targets:
+        if target.repository == parsed.repository:
+            target_session = session
+        else:
+            target_session = _Session(target, docker_config=docker_config, timeout=30, retries=3)
+            _copy_references(session, target_session, body, media_type)
+        answered = _put_manifest(target_session, target.tag, body, media_type)
+        full = f"{target.name}:{target.tag}"
+        if answered != digest:
+            raise EnvbuildError(
+                f"registry {target.registry} stored {full} as {answered}, not as the source digest {digest}",
+                fix="the registry rewrote the manifest; promote with `docker buildx imagetools create` "
+                "or use a registry that keeps manifests byte for byte",
+            )
+        promoted.append((full, answered))
+    return promoted
+
+
+def _promotion_target(source: Reference, target: str) -> Reference:
+    text = target.strip() if isinstance(target, str) else ""
+    if text and "/" not in text and ":" not in text and "@" not in text:
+        if not _TAG_RE.fullmatch(text):
+            raise UsageError(
+                f"promotion target {target!r} is not a valid tag",
+                fix="a tag is up to 128 of letters, digits, '_', '.', '-', not starting with '.' or '-'",
+            )
+        return Reference(source.name, source.registry, source.api_host, source.repository, text, None)
+    parsed = parse_reference(text)
+    if parsed.digest:
+        raise UsageError(
+            f"promotion target {target!r} carries a digest; a target is a tag",
+            fix="name the target as TAG or REPO:TAG",
+        )
+    if parsed.api_host.lower() != source.api_host.lower():
+        raise UsageError(
+            f"promotion target {target!r} is on registry {parsed.registry}, not on {source.registry}: "
+            "promotion by digest stays inside one registry",
+            fix=f"name a target on {source.registry} (e.g. {source.registry}/REPO:TAG or a bare tag); "
+            "copying between registries needs `docker buildx imagetools create` or skopeo",
+        )
+    return parsed
+
+
+def _manifest_url(session: _Session, reference: str) -> str:
+    parsed = session.parsed
+    return (
+        f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/manifests/{reference}"
+    )
+
+
+def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]:
+    url = _manifest_url(session, reference)
+    headers = {"Accept": MANIFEST_ACCEPT}
+    response = session.send("GET", url, headers=headers)
+    if response.status_code == 404:
+        if session.authorization:
+            headers["Authorization"] = session.authorization
+        raise session.not_found(
+            response, url.rsplit("/manifests/", 1)[0] + "/tags/list", headers, reference=reference
+        )
+    if response.status_code != 200:
+        raise session.http_error(response, reference=reference)
+    body = response.content
+    computed = "sha256:" + hashlib.sha256(body).hexdigest()
+    if _DIGEST_RE.fullmatch(reference) and computed != reference:
+        raise EnvbuildError(
+            f"registry {session.parsed.registry} served {session.where}@{reference} with content whose "
+            f"digest is {computed}",
+            fix="the registry or a proxy altered the manifest; retry, and check the registry's storage",
+        )
+    media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip()
+    if not media_type or media_type in ("application/json", "application/octet-stream"):
+        with contextlib.suppress(ValueError, AttributeError):
+            media_type = str(json.loads(body).get("mediaType") or media_type)
+    header = response.headers.get("Docker-Content-Digest", "").strip()
+    return body, media_type, header if _DIGEST_RE.fullmatch(header) else computed
+
+
+def _put_manifest(session: _Session, tag: str, body: bytes, media_type: str) -> str:
+    parsed = session.parsed
+    url = _manifest_url(session, tag)
+    response = session.send(
+        "PUT",
+        url,
+        headers={"Content-Type": media_type},
+        data=body,
+        scope=f"repository:{parsed.repository}:pull,push",
+    )
+    if response.status_code not in (200, 201):
+        details = _error_details(response)
+        fix = (
+            "check that the manifest's blobs are in the repository (push the image first)"
+            if response.status_code < 500
+            else "retry later; if it persists, check the registry's status"
+        )
+        if response.status_code in (405, 501):
+            fix = "the registry does not accept pushes here (read-only or a pull-through cache)"
+        raise EnvbuildError(
+            f"registry {parsed.registry} refused the manifest for {session.where}:{tag} "
+            f"(HTTP {response.status_code}" + (f": {details}" if details else "") + ")",
+            fix=fix,
+        )
+    header = response.headers.get("Docker-Content-Digest", "").strip()
+    if _DIGEST_RE.fullmatch(header):
+        return header
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _get_blob(session: _Session, digest: str) -> bytes:
+    parsed = session.parsed
+    url = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/blobs/{digest}"
+    response = session.send("GET", url)
+    if response.status_code != 200:
+        details = _error_details(response)
+        raise EnvbuildError(
+            f"registry {parsed.registry} answered HTTP {response.status_code} for blob {digest} of "
+            f"{session.where}" + (f" ({details})" if details else ""),
+            fix="check that the image was pushed completely; retry later if the registry is busy",
+        )
+    if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+        raise EnvbuildError(
+            f"blob {digest} of {session.where} does not match its digest",
+            fix="the registry or a proxy altered it; retry, and check the registry's storage",
+        )
+    return response.content
+
+
+def _json_object(body: bytes, what: str) -> dict:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise EnvbuildError(f"{what} is not a JSON object", fix="check the image reference and the registry")
+    return value
+
+
+def _platform_entry(index: dict, where: str) -> dict:
+    entries = [e for e in index.get("manifests") or [] if isinstance(e, dict) and e.get("digest")]
+    if not entries:
+        raise EnvbuildError(f"the image index of {where} lists no manifests", fix="push the image again")
+    for entry in entries:
+        platform = entry.get("platform") or {}
+        if platform.get("os") == "linux" and platform.get("architecture") == "amd64":
+            return entry
+    return entries[0]
+
+
+def _is_index(manifest: dict, media_type: str) -> bool:
+    return (
+        media_type in INDEX_MEDIA_TYPES
+        or manifest.get("mediaType") in INDEX_MEDIA_TYPES
+        or ("manifests" in manifest and "config" not in manifest)
+    )
+
+
+def _config_labels(session: _Session, body: bytes, media_type: str) -> dict[str, str]:
+    return _config(session, body, media_type)[1]
+
+
+def _config(session: _Session, body: bytes, media_type: str) -> tuple[str, dict[str, str]]:
+    """(config digest, which is the image id Docker shows, and the config's labels)."""
+    manifest = _json_object(body, f"the manifest of {session.where}")
+    if _is_index(manifest, media_type):
+        entry = _platform_entry(manifest, session.where)
+        body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
+        manifest = _json_object(body, f"the manifest {entry['digest']} of {session.where}")
+    config_digest = (manifest.get("config") or {}).get("digest")
+    if not isinstance(config_digest, str) or not _DIGEST_RE.fullmatch(config_digest):
+        raise EnvbuildError(
+            f"the manifest of {session.where} names no sha256 config blob ({media_type or 'no media type'})",
+            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
+        )
+    config = _json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
+    labels = (config.get("config") or {}).get("Labels") or {}
+    return config_digest, ({str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {})
+
+
+def _copy_references(source: _Session, target: _Session, body: bytes, media_type: str) -> None:
+    """Make what the manifest refers to present in the target repository of the same registry:
+    blobs are mounted from the source repository, an index's manifests are put by digest."""
+    manifest = _json_object(body, f"the manifest of {source.where}")
+    if _is_index(manifest, media_type):
+        for entry in manifest.get("manifests") or []:
+            child_digest = str(entry.get("digest", ""))
+            child, child_type, _ = _fetch_manifest(source, child_digest)
+            _copy_references(source, target, child, child_type)
+            if _put_manifest(target, child_digest, child, child_type) != child_digest:
+                raise EnvbuildError(
+                    f"registry {target.parsed.registry} stored manifest {child_digest} under another digest",
+                    fix="use a registry that keeps manifests byte for byte",
+                )
+        return
+    blobs = [manifest.get("config") or {}, *(manifest.get("layers") or [])]
+    for blob in blobs:
+        if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
+            _mount_blob(source, target, blob["digest"])
+
+
+def _mount_blob(source: _Session, target: _Session, digest: str) -> None:
+    parsed = target.parsed
+    base = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/blobs"
+    scopes = [f"repository:{parsed.repository}:pull,push", f"repository:{source.parsed.repository}:pull"]
+    if target.send("HEAD", f"{base}/{digest}", scope=scopes).status_code == 200:
+        return
+    response = target.send(
+        "POST",
+        f"{base}/uploads/",
+        params={"mount": digest, "from": source.parsed.repository},
+        scope=scopes,
+    )
+    if response.status_code == 201:
+        return
+    if response.status_code == 202:  # the registry started an upload instead: cancel it, say why
+        location = response.headers.get("Location", "")
+        if location:
+            url = (
+                location
+                if "://" in location
+                else f"{registry_scheme(parsed.api_host)}://{parsed.api_host}{location}"
+            )
+            with contextlib.suppress(EnvbuildError):
+                target.send("DELETE", url, scope=scopes)
+    details = _error_details(response)
+    raise EnvbuildError(
+        f"registry {parsed.registry} did not mount blob {digest} from {source.parsed.repository} into "
+        f"{parsed.repository} (HTTP {response.status_code}" + (f": {details}" if details else "") + ")",
+        fix="promote to a tag in the source repository, or push the image to the target repository",
+    )
+
+
+def _error_details(response: requests.Response) -> str:
+    """ "CODE: message; ..." from a registry error body; "" when it has none."""
+    try:
+        errors = response.json().get("errors") or []
+    except (ValueError, AttributeError):
+        return ""
+    parts = []
+    for error in errors:
+        if isinstance(error, dict):
+            code, message = error.get("code"), error.get("message")
+            parts.append(": ".join(str(x) for x in (code, message) if x))
+    return "; ".join(p for p in parts if p)
+
+
 def registry_scheme(host: str) -> str:
     """ "http" for loopback hosts and those in ENVBUILD_INSECURE_REGISTRIES, "https" otherwise."""
     insecure = {h.strip().lower() for h in os.environ.get("ENVBUILD_INSECURE_REGISTRIES", "").split(",")}
@@ -268,12 +606,17 @@ class _Session:
         self.retries = max(0, int(retries))
         self.http = requests.Session()
         self.credentials = _credentials(parsed, docker_config)
+        self.authorization: str | None = None
 
     @property
     def where(self) -> str:
         return f"{self.parsed.registry}/{self.parsed.repository}"
 
     def get(self, url: str, **kwargs: object) -> requests.Response:
+        return self.request("GET", url, **kwargs)
+
+    def request(self, method: str, url: str, **kwargs: object) -> requests.Response:
+        """One request, retried after a connection error, a timeout or a 5xx answer."""
         import requests
 
         host = re.sub(r"^\w+://", "", url).split("/", 1)[0]
@@ -281,7 +624,7 @@ class _Session:
         for attempt in range(self.retries + 1):
             last = attempt == self.retries
             try:
-                response = self.http.get(url, timeout=self.timeout, **kwargs)  # type: ignore[arg-type]
+                response = self.http.request(method, url, timeout=self.timeout, **kwargs)  # type: ignore[arg-type]
             except requests.exceptions.SSLError as exc:
                 raise EnvbuildError(
                     f"TLS handshake with registry {host} failed: {_reason(exc)}",
@@ -302,8 +645,36 @@ class _Session:
             delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def authorize(self, response: requests.Response) -> str:
-        """The Authorization header value the 401 challenge asks for (never put in a message)."""
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        scope: object = None,
+        **kwargs: object,
+    ) -> requests.Response:
+        """`request` with the auth handshake: the session's last Authorization first, then on a 401 a
+        new one for `scope` (a str or a list of "repository:<repo>:<actions>"; None: the challenge's)."""
+        headers = dict(headers or {})
+        if self.authorization:
+            headers["Authorization"] = self.authorization
+        response = self.request(method, url, headers=headers, **kwargs)
+        if response.status_code == 401:
+            self.authorization = self.authorize(response, scope=scope)
+            headers["Authorization"] = self.authorization
+            response = self.request(method, url, headers=headers, **kwargs)
+            if response.status_code == 401:
+                raise self.needs_credentials(response.status_code)
+        if response.status_code == 403:
+            raise self.needs_credentials(response.status_code)
+        return response
+
+    def authorize(self, response: requests.Response, *, scope: object = None) -> str:
+        """The Authorization header value the 401 challenge asks for (never put in a message).
+
+        `scope` (Bearer only) replaces the challenge's scope: "repository:<repo>:pull,push" for a push.
+        """
         scheme, params = _parse_challenge(response.headers.get("WWW-Authenticate", ""))
         if scheme == "basic":
             if not self.credentials:
@@ -316,7 +687,7 @@ class _Session:
                 fix="pin the image by digest yourself (name:tag@sha256:...) or use a registry with "
                 "Bearer-token or basic authentication",
             )
-        query = {"service": params.get("service"), "scope": params.get("scope")}
+        query = {"service": params.get("service"), "scope": scope or params.get("scope")}
         if not query["scope"]:
             query["scope"] = f"repository:{self.parsed.repository}:pull"
         token_response = self.get(
@@ -358,9 +729,18 @@ class _Session:
             "and check the repository name and your access to it",
         )
 
-    def not_found(self, response: requests.Response, tags_url: str, headers: dict[str, str]) -> EnvbuildError:
+    def not_found(
+        self,
+        response: requests.Response,
+        tags_url: str,
+        headers: dict[str, str],
+        *,
+        reference: str | None = None,
+    ) -> EnvbuildError:
         """Repository or tag not found: some registries (distribution 2.x) answer MANIFEST_UNKNOWN for
-        both, so a 404 without NAME_UNKNOWN is told apart by asking for the repository's tag list."""
+        both, so a 404 without NAME_UNKNOWN is told apart by asking for the repository's tag list.
+
+        `reference`: the tag or "sha256:..." asked for (default: the parsed reference's tag)."""
         codes = _error_codes(response)
         if "NAME_UNKNOWN" not in codes:
             try:
@@ -375,17 +755,24 @@ class _Session:
                 fix="check the image name's spelling and registry; a private repository may need "
                 f"`docker login {self.parsed.registry}`",
             )
+        if reference and _DIGEST_RE.fullmatch(reference):
+            return EnvbuildError(
+                f"manifest {reference} not found in {self.where}",
+                fix="check the digest; the manifest may have been deleted, or pushed to another repository",
+            )
         return EnvbuildError(
-            f"tag {self.parsed.tag!r} not found in {self.where}",
+            f"tag {reference or self.parsed.tag!r} not found in {self.where}",
             fix=f"check the tag's spelling, or list the tags with "
             f"GET /v2/{self.parsed.repository}/tags/list; push it first if it is your image",
         )
 
-    def http_error(self, response: requests.Response) -> EnvbuildError:
+    def http_error(self, response: requests.Response, *, reference: str | None = None) -> EnvbuildError:
         codes = ", ".join(sorted(_error_codes(response)))
+        reference = reference or self.parsed.tag
+        at = "@" if _DIGEST_RE.fullmatch(reference) else ":"
         return EnvbuildError(
             f"registry {self.parsed.registry} answered HTTP {response.status_code} for the manifest "
-            f"of {self.where}:{self.parsed.tag}" + (f" ({codes})" if codes else ""),
+            f"of {self.where}{at}{reference}" + (f" ({codes})" if codes else ""),
             fix="retry later; if it persists, check the registry's status and the image reference",
         )
 

@@ -134,6 +134,18 @@ def verify_image(
             fix="start dockerd, or point DOCKER_HOST at a running engine",
         ) from None
 
+    if "@sha256:" in image:  # a candidate from a remote builder: pull it by digest when it is not local
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            try:
+                client.images.pull(image)
+            except docker.errors.APIError as exc:
+                raise VerifyError(
+                    f"cannot pull {image}: {exc.explanation or exc}",
+                    fix="check the registry is reachable and you are logged in (docker login)",
+                ) from None
+
     command = ["python", SMOKE_PATH, "--device", device, "--steps", str(steps), "--precision", precision]
     options: dict[str, object] = {
         "command": command,

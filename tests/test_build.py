@@ -238,3 +238,34 @@ def test_api_backend_builds_the_same_example(
     assert "--mount" not in dockerfile and "COPY wheels/framework /wheels/framework" in dockerfile
     assert tag_exists(f"{repository}:torch2.13.0-e2e")
     assert os.path.getsize(out / "default" / "build.log") > 0
+
+
+def test_parallel_targets_and_one_broken(
+    tmp_path: Path, bookworm_image: str, wheelhouse: Path, cleanup: list[str], capsys
+) -> None:
+    repository = "envbuild-test/parallel"
+    spec = (
+        spec_for(tmp_path, repository)
+        .read_text()
+        .replace('tags = ["torch{framework_version}-e2e"]', 'tags = ["{target}-e2e"]')
+    )
+    good = spec + '\n[[target]]\nname = "one"\n\n[[target]]\nname = "two"\n'
+    (tmp_path / "envbuild.toml").write_text(good)
+    cleanup += [f"{repository}:one-e2e", f"{repository}:two-e2e"]
+    out = tmp_path / "build"
+    assert run_build(tmp_path / "envbuild.toml", out, wheelhouse, bookworm_image, "--all", "-j", "2") == 0
+    printed = capsys.readouterr().out
+    assert "[one]" in printed and "[two]" in printed  # prefixed lines from both builds
+    table = printed.splitlines()[-3:]
+    assert table[0].startswith("target") and table[1].startswith("one") and table[2].startswith("two")
+    assert tag_exists(f"{repository}:one-e2e") and tag_exists(f"{repository}:two-e2e")
+
+    broken = good.replace('name = "two"\n', 'name = "two"\npython = "3.12"\n')  # not debian12's python3
+    (tmp_path / "envbuild.toml").write_text(broken)
+    docker("rmi", "-f", f"{repository}:one-e2e", check=False)
+    assert run_build(tmp_path / "envbuild.toml", out, wheelhouse, bookworm_image, "--all", "-j", "2") == 1
+    captured = capsys.readouterr()
+    assert "debian12's python3" in captured.err
+    assert tag_exists(f"{repository}:one-e2e")  # the other target still built and was promoted
+    rows = captured.out.splitlines()[-2:]
+    assert rows[0].split()[:2] == ["one", "promoted"] and rows[1].split()[:2] == ["two", "failed"]
