@@ -299,15 +299,12 @@ def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
 
 def _write_cache(cache_file: str, content: dict[str, Any]) -> None:
     """Atomic, best effort: a read-only home or a full disk only costs speed."""
-    tmp = f"{cache_file}.{os.getpid()}.tmp"
-    try:
-        os.makedirs(os.path.dirname(cache_file), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(content, separators=(",", ":")))
-        os.replace(tmp, cache_file)
-    except OSError:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    import contextlib
+
+    from envbuild._files import write_atomic  # only on a cache miss, off the resolve start-up path
+
+    with contextlib.suppress(OSError):
+        write_atomic(cache_file, json.dumps(content, separators=(",", ":")))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -352,6 +352,40 @@ def timed_collective(report, function, count, timeout):
     record_allreduce(report, float(value), count, seconds, timeout)
 
 
+def import_framework(report, modules, broken_hint):
+    """Import the framework (the first of `modules` is returned), timing it and recording the import
+    gate; None when it is missing or does not load."""
+    import importlib
+
+    started = time.perf_counter()
+    try:
+        loaded = [importlib.import_module(name) for name in modules]
+    except ImportError as exc:
+        fail(report, "import", describe_exception(exc), "the framework is not installed in this image")
+        return None
+    except Exception as exc:  # a broken install: versions apart, a missing shared library
+        fail(report, "import", describe_exception(exc), broken_hint)
+        return None
+    report["timings_s"]["import"] = round(time.perf_counter() - started, 3)
+    passed(report, "import")
+    return loaded[0]
+
+
+def training_failure(report, exc, hints):
+    """Fail the training gate with the first hint whose needles appear in the error.
+
+    hints: (needles, hint, fold) triples; fold=True matches the lower-cased text.
+    """
+    text = str(exc)
+    hint = "training raised: read the detail"
+    for needles, candidate, fold in hints:
+        haystack = text.lower() if fold else text
+        if any(needle in haystack for needle in needles):
+            hint = candidate
+            break
+    fail(report, "training", describe_exception(exc), hint)
+
+
 def start_report(argv, framework):
     """The report for a run, or (report, False) when the arguments already failed it."""
     try:

@@ -365,19 +365,11 @@ def run(argv):
     device_requested, steps, precision = report["device_requested"], report["steps"], report["precision"]
 
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    t_import = time.perf_counter()
-    try:
-        import jax
-        import jax.numpy
-    except ImportError as exc:
-        fail(report, "import", describe_exception(exc), "the framework is not installed in this image")
+    jax = import_framework(
+        report, ("jax", "jax.numpy"),
+        "jax is installed but does not load: install matching jax, jaxlib and jax-cuda plugin versions")
+    if jax is None:
         return emit(report)
-    except Exception as exc:  # a broken install: jax and jaxlib versions apart, a missing shared library
-        fail(report, "import", describe_exception(exc),
-             "jax is installed but does not load: install matching jax, jaxlib and jax-cuda plugin versions")
-        return emit(report)
-    report["timings_s"]["import"] = round(time.perf_counter() - t_import, 3)
-    passed(report, "import")
 
     gpus, gpu_error = [], "not checked"
     try:
@@ -414,13 +406,14 @@ def run(argv):
         if on_gpu:
             check_multi_gpu(jax, report, gpus)
     except Exception as exc:
-        text = str(exc)
-        hint = "training raised: read the detail"
-        if "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower():
-            hint = "GPU out of memory: free the GPU (nvidia-smi) or lower XLA_PYTHON_CLIENT_MEM_FRACTION"
-        elif "DNN" in text or "cuDNN" in text or "CUDA" in text:
-            hint = "CUDA/cuDNN error: check the driver supports the image's CUDA and jax-cuda plugin matches"
-        fail(report, "training", describe_exception(exc), hint)
+        oom = "GPU out of memory: free the GPU (nvidia-smi) or lower XLA_PYTHON_CLIENT_MEM_FRACTION"
+        training_failure(report, exc, (
+            (("RESOURCE_EXHAUSTED",), oom, False),
+            (("out of memory",), oom, True),
+            (("DNN", "cuDNN", "CUDA"),
+             "CUDA/cuDNN error: check the driver supports the image's CUDA and jax-cuda plugin matches",
+             False),
+        ))
     return emit(report)
 
 

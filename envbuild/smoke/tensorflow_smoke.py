@@ -337,18 +337,11 @@ def run(argv):
     device_requested, steps, precision = report["device_requested"], report["steps"], report["precision"]
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    t_import = time.perf_counter()
-    try:
-        import tensorflow as tf
-    except ImportError as exc:
-        fail(report, "import", describe_exception(exc), "the framework is not installed in this image")
+    tf = import_framework(
+        report, ("tensorflow",),
+        "tensorflow is installed but does not load: reinstall it with its pinned numpy/protobuf")
+    if tf is None:
         return emit(report)
-    except Exception as exc:  # a broken install: protobuf or numpy versions apart, a missing shared library
-        fail(report, "import", describe_exception(exc),
-             "tensorflow is installed but does not load: reinstall it with its pinned numpy/protobuf")
-        return emit(report)
-    report["timings_s"]["import"] = round(time.perf_counter() - t_import, 3)
-    passed(report, "import")
 
     gpus = []
     try:
@@ -382,13 +375,11 @@ def run(argv):
         if use_gpu:
             check_multi_gpu(tf, report, gpus)
     except Exception as exc:
-        text = str(exc)
-        hint = "training raised: read the detail"
-        if "RESOURCE_EXHAUSTED" in text or "OOM" in text:
-            hint = "GPU out of memory: free the GPU (nvidia-smi)"
-        elif "DNN" in text or "cuDNN" in text or "CUDA" in text:
-            hint = "CUDA/cuDNN error: check the driver supports the image's CUDA and cuDNN (tf build info)"
-        fail(report, "training", describe_exception(exc), hint)
+        training_failure(report, exc, (
+            (("RESOURCE_EXHAUSTED", "OOM"), "GPU out of memory: free the GPU (nvidia-smi)", False),
+            (("DNN", "cuDNN", "CUDA"),
+             "CUDA/cuDNN error: check the driver supports the image's CUDA and cuDNN (tf build info)", False),
+        ))
     return emit(report)
 
 

@@ -300,18 +300,11 @@ def run(argv):
         return emit(report)
     device_requested, steps, precision = report["device_requested"], report["steps"], report["precision"]
 
-    t_import = time.perf_counter()
-    try:
-        import torch
-    except ImportError as exc:
-        fail(report, "import", describe_exception(exc), "the framework is not installed in this image")
+    torch = import_framework(
+        report, ("torch",),
+        "torch is installed but does not load: reinstall it; check its CUDA libraries match the image")
+    if torch is None:
         return emit(report)
-    except Exception as exc:  # a broken install: missing shared library, ABI mismatch
-        fail(report, "import", describe_exception(exc),
-             "torch is installed but does not load: reinstall it; check its CUDA libraries match the image")
-        return emit(report)
-    report["timings_s"]["import"] = round(time.perf_counter() - t_import, 3)
-    passed(report, "import")
 
     try:
         gpu_available = collect_environment(torch, report)
@@ -347,15 +340,15 @@ def run(argv):
         if device.type == "cuda":
             check_multi_gpu(torch, report)
     except Exception as exc:
-        hint = "training raised: read the detail"
-        text = str(exc)
-        if "no kernel image" in text or "not compatible" in text:
-            hint = "this GPU's arch is not in torch.cuda.get_arch_list(): install a torch build that has it"
-        elif "out of memory" in text.lower():
-            hint = "CUDA out of memory: free the GPU (nvidia-smi) or set PYTORCH_CUDA_ALLOC_CONF"
-        elif "CUDA" in text or "cuDNN" in text or "CUDNN" in text:
-            hint = "CUDA/cuDNN error: check the driver supports the image's CUDA runtime (nvidia-smi)"
-        fail(report, "training", describe_exception(exc), hint)
+        training_failure(report, exc, (
+            (("no kernel image", "not compatible"),
+             "this GPU's arch is not in torch.cuda.get_arch_list(): install a torch build that has it",
+             False),
+            (("out of memory",),
+             "CUDA out of memory: free the GPU (nvidia-smi) or set PYTORCH_CUDA_ALLOC_CONF", True),
+            (("CUDA", "cuDNN", "CUDNN"),
+             "CUDA/cuDNN error: check the driver supports the image's CUDA runtime (nvidia-smi)", False),
+        ))
     return emit(report)
 
 
