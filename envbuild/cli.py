@@ -12,7 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from envbuild import __version__
+from envbuild._record import TYPE_CHECKING
 from envbuild.errors import EXIT_FAILURE, EXIT_NO_STACK, EXIT_OK, EnvbuildError
+
+if TYPE_CHECKING:
+    from envbuild.lock import Lock
+    from envbuild.matrix import Matrix
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -328,6 +333,42 @@ def build_parser() -> argparse.ArgumentParser:
         "gpus", formatter_class=_HelpFormatter, help="list the GPUs and their compute capabilities"
     )
     _add_matrix_option(gpus)
+    refresh = matrix_commands.add_parser(
+        "refresh",
+        formatter_class=_HelpFormatter,
+        help="propose new rows from PyPI, the PyTorch indexes and the nvidia/cuda tag list",
+        description="Read upstream and print the rows it proposes, each with its source URL and fetch "
+        "date: + rows --write adds, ? rows --write adds commented out for a human to finish, ! findings "
+        "that are only reported. Nothing is written unless every edited file passes `matrix check`.",
+    )
+    _add_matrix_option(refresh)
+    refresh.add_argument(
+        "--source",
+        metavar="LIST",
+        help="comma-separated: pypi, pytorch-index, nvidia-cuda-tags (default: all)",
+    )
+    refresh.add_argument(
+        "--write", action="store_true", help="apply the + and ? findings to the matrix files"
+    )
+    refresh.add_argument("--json", action="store_true", help="print the findings as JSON")
+    refresh.add_argument(
+        "--pypi-url", metavar="URL", help="PyPI base URL (default https://pypi.org; also ENVBUILD_PYPI_URL)"
+    )
+    refresh.add_argument(
+        "--pytorch-index-url",
+        metavar="URL",
+        help="base of the per-CUDA PyTorch indexes (default https://download.pytorch.org/whl; "
+        "also ENVBUILD_PYTORCH_INDEX_URL)",
+    )
+    refresh.add_argument(
+        "--cuda-repository",
+        metavar="REPO",
+        help="the nvidia/cuda repository to list (default docker.io/nvidia/cuda; "
+        "also ENVBUILD_CUDA_REPOSITORY)",
+    )
+    refresh.add_argument(
+        "--timeout", type=float, default=30, metavar="S", help="seconds per request (default 30)"
+    )
     return parser
 
 
@@ -403,6 +444,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     path = lock_path(args.file)
     if args.check:
         lock, intact = load_lock(path)
+        _warn_base_images(lock, matrix)
         problems = check_lock(lock, intact, spec, matrix)
         if problems:
             sys.stderr.write(f"error: {path} is out of date:\n")
@@ -442,6 +484,18 @@ def _cmd_lock(args: argparse.Namespace) -> int:
             write_atomic(out, export_pylock(target))
             print(f"wrote {out}")
     return EXIT_OK
+
+
+def _warn_base_images(lock: Lock, matrix: Matrix) -> None:
+    """Warnings, not failures: a lock whose base image is past EOL still builds until NVIDIA deletes
+    the tag, and the team should hear about it before that day, not on it."""
+    from envbuild.lifecycle import base_image_warning, today
+
+    day = today()
+    for target in lock.targets:
+        warning = base_image_warning(matrix, target.base_image, day)
+        if warning:
+            sys.stderr.write(f"warning: target {target.name}: {warning.message}\n  fix: {warning.fix}\n")
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
@@ -657,6 +711,37 @@ def _cmd_init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_matrix_refresh(args: argparse.Namespace) -> int:
+    from envbuild.lifecycle import today
+    from envbuild.matrix import default_matrix_dir
+    from envbuild.refresh import refresh, settings_from, to_json, to_text
+
+    root = args.matrix or default_matrix_dir()
+    if args.write and os.sep + "_data" + os.sep in os.path.abspath(root) + os.sep:
+        from envbuild.errors import UsageError
+
+        raise UsageError(
+            f"--write would edit the matrix inside the installed package ({root})",
+            fix="run it in a checkout, or pass --matrix DIR (a copy of matrix/ you commit)",
+        )
+    settings = settings_from(
+        args.source, args.pypi_url, args.pytorch_index_url, args.cuda_repository, timeout=args.timeout
+    )
+    day = today().isoformat()
+    findings = refresh(root, settings, day)
+    written = False
+    if args.write:
+        from envbuild.matrix_edit import edited_texts, write_checked
+
+        texts = edited_texts(root, findings)
+        if texts:
+            write_checked(root, texts)
+            written = True
+    render = to_json if args.json else to_text
+    sys.stdout.write(render(findings, day=day, sources=settings.sources, written=written))
+    return EXIT_OK
+
+
 def _cmd_matrix(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from envbuild.matrix import load_matrix
 
@@ -677,6 +762,8 @@ def _cmd_matrix(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
             return EXIT_FAILURE
         print(f"matrix OK: {summary(matrix)}")
         return EXIT_OK
+    if args.matrix_command == "refresh":
+        return _cmd_matrix_refresh(args)
     if args.matrix_command == "gpus":
         matrix = load_matrix(args.matrix)
         for gpu in sorted(matrix.gpus, key=lambda g: (g.cc, g.name)):

@@ -328,11 +328,16 @@ def _arch_checks(smi: SmiReport | None, name: str, arch: str | None, *, allow_pt
 
 
 def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]:
+    from envbuild.lifecycle import base_image_warning, today
     from envbuild.lock import load_lock
 
     lock, _ = load_lock(path)
     checks = []
+    day = today()
     for target in lock.targets:
+        warning = base_image_warning(matrix, target.base_image, day)
+        if warning:
+            checks.append(Check(f"lock {target.name} base image", "warn", warning.message, warning.fix))
         stack = dict(target.stack)
         compat = stack.get("compat", "native")
         cuda = stack["cuda"]

@@ -126,13 +126,24 @@ class OperatingSystem(Record):
 
 
 class Image(Record):
-    __slots__ = ("cuda", "os", "cudnn_os", "cudnn_tag", "cudnn", "nccl", "prov")
+    __slots__ = ("cuda", "os", "cudnn_os", "cudnn_tag", "cudnn", "nccl", "eol", "deleted", "prov")
     cuda: tuple[int, int, int]
     os: tuple[str, ...]
     cudnn_os: tuple[str, ...]
     cudnn_tag: str | None
     cudnn: str | None
     nccl: str | None
+    eol: str | None  # "YYYY-MM" when a source states it; else it follows the driver branch
+    deleted: str | None  # "YYYY-MM-DD": the day a refresh found every tag of the row gone
+    prov: Provenance
+
+
+class ImagePolicy(Record):
+    """NVIDIA's lifecycle rule for nvidia/cuda tags (cuda.toml [image_policy])."""
+
+    __slots__ = ("repository", "delete_after_months", "prov")
+    repository: str
+    delete_after_months: int
     prov: Provenance
 
 
@@ -157,6 +168,7 @@ class Matrix(Record):
         "images",
         "cudnn",
         "oses",
+        "image_policy",
     )
     root: str
     digest: str
@@ -169,6 +181,7 @@ class Matrix(Record):
     images: tuple[Image, ...]
     cudnn: tuple[CudnnRelease, ...]
     oses: dict[str, OperatingSystem]
+    image_policy: ImagePolicy | None
 
     def framework(self, name: str) -> Framework | None:
         wanted = name.lower()
@@ -178,8 +191,10 @@ class Matrix(Record):
         return None
 
     def image_for(self, cuda: tuple[int, int], os_name: str) -> Image | None:
-        """The nvidia/cuda release of that X.Y with cuDNN flavors on that OS (newest patch)."""
-        found = [i for i in self.images if i.cuda[:2] == cuda and os_name in i.cudnn_os]
+        """The nvidia/cuda release of that X.Y with cuDNN flavors on that OS (newest patch).
+
+        Rows whose tags a refresh found gone are never offered: a build from them cannot pull."""
+        found = [i for i in self.images if i.cuda[:2] == cuda and os_name in i.cudnn_os and not i.deleted]
         return max(found, key=lambda i: i.cuda) if found else None
 
     def minors_of_major(self, major: int) -> list[tuple[int, int]]:
@@ -333,6 +348,7 @@ def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
     images: list[Image] = []
     cudnn: list[CudnnRelease] = []
     oses: dict[str, OperatingSystem] = {}
+    image_policy: ImagePolicy | None = None
     for rel, entry in raw.items():
         data = entry["data"]
         kind = entry["kind"]
@@ -383,8 +399,15 @@ def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
                         row.get("cudnn_tag"),
                         row.get("cudnn"),
                         row.get("nccl"),
+                        row.get("eol"),
+                        row.get("deleted"),
                         _prov(rel, f"[[image]] {row['cuda']}", row),
                     )
+                )
+            policy = data.get("image_policy")
+            if policy:
+                image_policy = ImagePolicy(
+                    policy["repository"], policy["delete_after_months"], _prov(rel, "[image_policy]", policy)
                 )
         elif kind == "gpus":
             for row in data["gpu"]:
@@ -427,6 +450,7 @@ def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
         tuple(images),
         tuple(cudnn),
         oses,
+        image_policy,
     )
 
 

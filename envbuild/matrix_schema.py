@@ -22,6 +22,8 @@ _URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
 _PY_RE = re.compile(r"^3\.\d{1,2}$")
 _RELEASE_RE = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
 _RANGE_RE = re.compile(r"^(\d+\.\d+)-(\d+\.\d+)$")
+_MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
+_DAY_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
 
 Check = Callable[[Any], "str | None"]
 
@@ -92,6 +94,8 @@ STR = _typed(str, "a string")
 INT = _typed(int, "an integer")
 BOOL = _typed(bool, "true or false")
 URL = _matching(_URL_RE, "an http(s) URL of the primary source")
+MONTH = _matching(_MONTH_RE, 'a month "YYYY-MM" like "2026-06"')
+DAY = _matching(_DAY_RE, 'a date "YYYY-MM-DD" like "2026-11-29"')
 MINOR = _parsed(parse_minor, 'an X.Y version like "12.4"')
 PATCH = _parsed(parse_patch, 'an X.Y.Z version like "12.4.1"')
 DRIVER = _parsed(parse_driver_floor, 'a driver version like "550.54.14"')
@@ -116,7 +120,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "branch": (INT, True),
         "native_cuda": (MINOR, True),
         "type": (_one_of(BRANCH_TYPES), True),
-        "eol": (STR, False),
+        "eol": (MONTH, False),
         **PROVENANCE,
     },
     "cudnn": {
@@ -132,6 +136,13 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "cudnn_tag": (_one_of(("cudnn8", "cudnn9", "cudnn")), False),
         "cudnn": (STR, False),
         "nccl": (STR, False),
+        "eol": (MONTH, False),
+        "deleted": (DAY, False),
+        **PROVENANCE,
+    },
+    "image_policy": {
+        "repository": (STR, True),
+        "delete_after_months": (INT, True),
         **PROVENANCE,
     },
     "gpu": {
@@ -183,11 +194,14 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
 # file kind -> top-level tables it may hold, and whether each is an array of tables.
 FILE_TABLES: dict[str, dict[str, bool]] = {
     "drivers": {"cuda": True, "minor_compat": True, "branch": True},
-    "cuda": {"cudnn": True, "image": True},
+    "cuda": {"cudnn": True, "image": True, "image_policy": False},
     "gpus": {"gpu": True},
     "os": {"os": True},
     "framework": {"framework": False, "release": True},
 }
+
+# tables a file may leave out (older matrices written before they existed)
+OPTIONAL_TABLES = frozenset({"image_policy"})
 
 _LABEL_KEYS = ("version", "name", "branch", "cuda_major", "cuda", "versions")
 
@@ -237,6 +251,8 @@ def validate_file(kind: str, relpath: str, data: dict[str, Any]) -> list[str]:
             errors.append(f"{relpath}: unknown table {key!r}{_did_you_mean(key, list(allowed))}")
     for table, is_array in allowed.items():
         if table not in data:
+            if table in OPTIONAL_TABLES:
+                continue
             errors.append(
                 f"{relpath}: missing table [{'[' if is_array else ''}{table}{']' if is_array else ''}]"
             )

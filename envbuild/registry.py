@@ -182,6 +182,47 @@ def resolve_digest(
     return "sha256:" + hashlib.sha256(response.content).hexdigest()
 
 
+def list_tags(
+    repository: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3
+) -> tuple[str, list[str]]:
+    """(the tag-list URL, every tag) of `repository` ("nvidia/cuda", "127.0.0.1:5000/nvidia/cuda"),
+    following the Link header's pages as the distribution spec describes."""
+    from urllib.parse import urljoin
+
+    parsed = parse_reference(repository)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    first = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/tags/list"
+    url: str | None = f"{first}?n=1000"
+    tags: list[str] = []
+    seen_pages: set[str] = set()
+    while url and url not in seen_pages:
+        seen_pages.add(url)
+        response = session.send("GET", url, headers={"Accept": "application/json"})
+        if response.status_code == 404:
+            raise session.not_found(response, first, {})
+        if response.status_code != 200:
+            raise EnvbuildError(
+                f"registry {parsed.registry} answered HTTP {response.status_code} "
+                f"for the tags of {session.where}",
+                fix="retry later; if it persists, check the registry's status",
+            )
+        try:
+            page = response.json().get("tags")
+        except (ValueError, AttributeError):
+            page = None
+        if page is None:
+            page = []  # distribution answers "tags": null for a repository without tags
+        if not isinstance(page, list) or not all(isinstance(tag, str) for tag in page):
+            raise EnvbuildError(
+                f"malformed tag list from {url}: 'tags' is not a list of strings",
+                fix="nothing was written; retry later, and report it if it persists",
+            )
+        tags += page
+        link = re.search(r'<([^>]+)>\s*;\s*rel="?next"?', response.headers.get("Link", ""))
+        url = urljoin(url, link.group(1)) if link else None
+    return first, tags
+
+
 # --- registry-side promotion: read a manifest and its config, put the same bytes under new tags --------
 
 INDEX_MEDIA_TYPES = (

@@ -82,7 +82,13 @@ def by_name(report: dict) -> dict[str, dict]:
     return {c["name"]: c for c in report["checks"]}
 
 
-def write_cuda_lock(path: Path, cuda: str, min_driver: str, compat: str = "native") -> Path:
+def write_cuda_lock(
+    path: Path,
+    cuda: str,
+    min_driver: str,
+    compat: str = "native",
+    base: str = "ubuntu:22.04@sha256:" + "b" * 64,
+) -> Path:
     stack = tuple(
         sorted(
             {
@@ -98,9 +104,9 @@ def write_cuda_lock(path: Path, cuda: str, min_driver: str, compat: str = "nativ
     )
     target = LockedTarget(
         "default",
-        "wheels",
+        "wheels" if base.startswith("ubuntu") else "base-image",
         "3.11",
-        "ubuntu:22.04@sha256:" + "b" * 64,
+        base,
         ("torch==2.5.1",),
         stack,
         (LockedPackage("torch", "2.5.1", "framework", "https://pypi.org/simple", ("sha256:" + "c" * 64,)),),
@@ -229,6 +235,26 @@ def test_driver_550_runs_it_natively_and_covers_h100(capsys, fake_smi, tmp_path:
     assert checks["lock default GPUs"]["status"] == "ok"
 
 
+def test_eol_base_image_in_the_lock_is_a_warning_with_the_way_out(
+    capsys, fake_smi, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_smi("banner_550_h100_8gpu.txt")
+    monkeypatch.setenv("ENVBUILD_TODAY", "2026-11-29")
+    base = "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04@sha256:" + "b" * 64
+    lock = write_cuda_lock(tmp_path / "envbuild.lock", "12.4", "550.54.14", base=base)
+    _, report = doctor(capsys, "--lock", str(lock))
+    check = by_name(report)["lock default base image"]
+    assert check["status"] == "warn"  # a warning, not a failure: it still runs today
+    assert check["evidence"].startswith(
+        "base image nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04 is past end of life"
+    )
+    assert "nearest supported release nvidia/cuda:13.0.2-cudnn-runtime-ubuntu22.04" in check["fix"]
+    # a lock on a supported release gets no such check
+    monkeypatch.setenv("ENVBUILD_TODAY", "2024-06-01")
+    _, report = doctor(capsys, "--lock", str(lock))
+    assert "lock default base image" not in by_name(report)
+
+
 def test_minor_compat_stack_runs_on_535(capsys, fake_smi, tmp_path: Path) -> None:
     fake_smi("banner_535_a100_4gpu_processes.txt")
     lock = write_cuda_lock(tmp_path / "envbuild.lock", "12.4", "525.60.13", compat="minor")
@@ -311,11 +337,9 @@ def test_q_throttle_capture_marks_the_gpu(capsys, fake_smi) -> None:
     fake_smi("banner_470_geforce_processes.txt", q=capture)  # banner path: reasons come from -q
     _, report = doctor(capsys)
     gpu = by_name(report)["GPU 0"]
-    assert (
-        (gpu["status"] == "warn"
-        and "HW power brake slowdown" in gpu["evidence"])
-        or "processes" in gpu["evidence"]
-    )
+    assert (gpu["status"] == "warn" and "HW power brake slowdown" in gpu["evidence"]) or "processes" in gpu[
+        "evidence"
+    ]
 
 
 def test_kmd_capture_through_the_doctor(capsys, fake_smi) -> None:

@@ -120,6 +120,25 @@ def test_lock_is_byte_stable(capsys, project: Path) -> None:
     assert b"created" not in first and b"time" not in first
 
 
+def test_check_warns_when_the_base_image_is_past_end_of_life(
+    capsys, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    eol_base = "nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04@sha256:" + "a" * 64
+    assert lock(capsys, project, "--base-image", eol_base)[0] == 0
+    monkeypatch.setenv("ENVBUILD_TODAY", "2026-11-29")  # R535, and so CUDA 12.2 images, ended 2026-06
+    code, out, err = lock(capsys, project, "--check")
+    assert code == 0 and "matches" in out  # the lock is current: the warning does not fail CI
+    assert (
+        "warning: target default: base image nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04 is past end of "
+        in err
+    )
+    assert "(due 2026-12-30)" in err
+    assert "fix: move to the nearest supported release nvidia/cuda:13.0.2-cudnn-runtime-ubuntu22.04" in err
+    monkeypatch.setenv("ENVBUILD_TODAY", "2025-01-01")
+    code, _, err = lock(capsys, project, "--check")
+    assert code == 0 and err == ""
+
+
 def test_check_passes_then_catches_spec_matrix_and_hand_edits(
     capsys, project: Path, tmp_path: Path, indexes
 ) -> None:
@@ -211,15 +230,18 @@ def pushed_base(bookworm_image: str, anonymous_registry: str):
 
 
 @pytest.mark.docker
-def test_locked_build_checks_hashes_and_a_tampered_one_fails(capsys, tmp_path: Path, framework_wheels: Path,
-                                                             pushed_base) -> None:
+def test_locked_build_checks_hashes_and_a_tampered_one_fails(
+    capsys, tmp_path: Path, framework_wheels: Path, pushed_base
+) -> None:
     import subprocess
     import sys
 
     ref, registry = pushed_base
     user_dir = tmp_path / "user-wheels"
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "six==1.16.0", "-d",
-                    str(user_dir)], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "six==1.16.0", "-d", str(user_dir)],
+        check=True,
+    )
     wheelhouse = tmp_path / "wheelhouse"
     shutil.copytree(framework_wheels, wheelhouse)
     shutil.copy(next(user_dir.glob("six-*.whl")), wheelhouse)
@@ -232,8 +254,20 @@ def test_locked_build_checks_hashes_and_a_tampered_one_fails(capsys, tmp_path: P
 
     def build(tag: str) -> subprocess.CompletedProcess[str]:
         out = tmp_path / "build"
-        assert main(["render", "-f", str(tmp_path / "envbuild.toml"), "-o", str(out), "--wheelhouse",
-                     str(wheelhouse)]) == 0
+        assert (
+            main(
+                [
+                    "render",
+                    "-f",
+                    str(tmp_path / "envbuild.toml"),
+                    "-o",
+                    str(out),
+                    "--wheelhouse",
+                    str(wheelhouse),
+                ]
+            )
+            == 0
+        )
         capsys.readouterr()
         assert f"FROM {ref}@{digest}" in (out / "default" / "Dockerfile").read_text()
         return docker("build", "--progress=plain", "-t", tag, str(out / "default"), check=False)
@@ -241,8 +275,16 @@ def test_locked_build_checks_hashes_and_a_tampered_one_fails(capsys, tmp_path: P
     good = build("envbuild-test/locked:good")
     try:
         assert good.returncode == 0, good.stderr[-3000:]
-        ran = docker("run", "--rm", "--network", "none", "envbuild-test/locked:good", "python", "-c",
-                     "import torch, six; print(torch.__version__, six.__version__)")
+        ran = docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "envbuild-test/locked:good",
+            "python",
+            "-c",
+            "import torch, six; print(torch.__version__, six.__version__)",
+        )
         assert ran.stdout.split()[1] == "1.16.0"
     finally:
         docker("rmi", "-f", "envbuild-test/locked:good", check=False)

@@ -1,0 +1,447 @@
+"""`envbuild matrix refresh` against recorded upstream answers served on 127.0.0.1.
+
+The scenario: a copy of the bundled matrix from before a few real releases (torch 2.14.1 and 2.15.0,
+jax 0.12.0.1, tensorflow 2.18.1, the nvidia/cuda 13.1.0 tag set), with one row made stale on
+purpose. PyPI answers are the real ones recorded by fixtures/upstream/record.py (file lists,
+Requires-Python, wheel METADATA); the PyTorch indexes and the registry tag list are built in the
+documented formats (PEP 691 JSON, distribution's tags/list with Link pagination and a Bearer
+challenge) from the matrix's own rows and shared/research values, with a few deliberate changes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import random
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from envbuild.cli import main
+from envbuild.matrix import default_matrix_dir, load_matrix
+from envbuild.matrix_check import check_matrix
+from envbuild.refresh import Settings, refresh
+from envbuild.refresh_images import expected_tags
+from envbuild.upstream import Http, wheel_metadata
+from tests.upstream_server import Answer, Upstream
+
+FIXTURES = Path(__file__).parent / "fixtures" / "upstream"
+DAY = "2026-11-29"
+PADDING = 3 * 1024 * 1024  # the wheels are padded so that reading all of one would show
+
+
+@pytest.fixture(autouse=True)
+def fixed_day(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fetch date a refresh writes is today's; pin it so the expected rows hold on any day."""
+    monkeypatch.setenv("ENVBUILD_TODAY", DAY)
+
+
+# --- the matrix before the releases ---------------------------------------------------------------
+
+
+def _drop_version(text: str, version: str) -> str:
+    new = re.sub(rf', "{re.escape(version)}"\]', "]", text, count=1)
+    assert new != text, version
+    return new
+
+
+def _drop_block(text: str, opener: str) -> str:
+    """Remove the [[...]] block that starts with `opener` up to the next top-level [[ or the end."""
+    start = text.index(opener)
+    following = text.find("\n[[", start + len(opener))
+    nested = text.find("\n  [[", start + len(opener))
+    while following != -1 and following == nested:  # skip [[release.variant]] (indented) blocks
+        following = text.find("\n[[", following + 1)
+    return text[:start] + (text[following + 1 :] if following != -1 else "")
+
+
+@pytest.fixture
+def stale_matrix(tmp_path: Path) -> Path:
+    root = tmp_path / "matrix"
+    shutil.copytree(default_matrix_dir(), root)
+    torch = root / "frameworks" / "torch.toml"
+    text = _drop_block(torch.read_text(), '[[release]]\nversions = ["2.15.0"]')
+    torch.write_text(_drop_version(text, "2.14.1"))
+    jax = root / "frameworks" / "jax.toml"
+    jax.write_text(_drop_version(jax.read_text(), "0.12.0.1"))
+    tensorflow = root / "frameworks" / "tensorflow.toml"
+    text = _drop_version(tensorflow.read_text(), "2.18.1")
+    row = text.index('versions = ["2.18.0"]')  # the stale row: its NCCL pin differs from PyPI's
+    text = text[:row] + text[row:].replace('nccl = "2.21.5"', 'nccl = "2.21.4"', 1)
+    tensorflow.write_text(text)
+    cuda = root / "cuda.toml"
+    cuda.write_text(_drop_block(cuda.read_text(), '[[image]]\ncuda = "13.1.0"'))
+    assert check_matrix(load_matrix(root)) == []
+    return root
+
+
+# --- the recorded upstream ------------------------------------------------------------------------
+
+
+def wheel_bytes(filename: str, metadata: str) -> bytes:
+    """A wheel holding the recorded METADATA after PADDING bytes of incompressible data."""
+    dist = "-".join(filename.split("-")[:2])
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as wheel:
+        wheel.writestr(f"{dist.split('-')[0]}/_payload.bin", random.Random(filename).randbytes(PADDING))
+        wheel.writestr(f"{dist}.dist-info/METADATA", metadata)
+        wheel.writestr(f"{dist}.dist-info/RECORD", "")
+    return buffer.getvalue()
+
+
+def serve_pypi(upstream: Upstream, *, ranges: bool = True) -> None:
+    for path in (FIXTURES / "pypi").glob("*.json"):
+        upstream.add(f"/pypi/{path.stem}/json", Answer(path.read_bytes()))
+    for path in (FIXTURES / "metadata").glob("*.METADATA"):
+        filename = path.name[: -len(".METADATA")]
+        body = wheel_bytes(filename, path.read_text())
+        upstream.add(
+            f"/files/{filename}", Answer(body, content_type="application/octet-stream", ranges=ranges)
+        )
+
+
+def pep691(files: list[str]) -> Answer:
+    body = {
+        "meta": {"api-version": "1.1"},
+        "name": "torch",
+        "files": [{"filename": f, "url": f"../../files/{f}", "hashes": {}} for f in files],
+    }
+    return Answer(json.dumps(body).encode(), content_type="application/vnd.pypi.simple.v1+json")
+
+
+def serve_pytorch_index(upstream: Upstream) -> None:
+    """cu126/cu130/cu132 as the matrix rows say, except that cu126 lacks 2.13.0, plus a cu134 index
+    (CUDA 13.4 has no known driver floor)."""
+    published = {
+        "cu126": ["2.14.0", "2.14.1"],
+        "cu130": ["2.13.0", "2.14.0", "2.14.1"],
+        "cu132": ["2.13.0", "2.14.0", "2.14.1"],
+        "cu134": ["2.14.0"],
+    }
+    for name, versions in published.items():
+        files = [
+            f"torch-{v}+{name}-cp{py}-cp{py}-manylinux_2_28_x86_64.whl"
+            for v in versions
+            for py in ("311", "312")
+        ]
+        upstream.add(f"/whl/{name}/torch/", pep691(files))
+
+
+def cuda_tags(matrix_root: Path) -> list[str]:
+    """Every tag of the stale matrix's rows, except all of 12.4.1 and the cm2 ones of 12.6.3, plus
+    13.1.0 (its OS list from shared/research), 13.4.0 and an old 12.4.0 point release."""
+    from envbuild import _toml
+
+    rows = _toml.loads((matrix_root / "cuda.toml").read_text())["image"]
+    tags: set[str] = set()
+    for row in rows:
+        if row["cuda"] == "12.4.1":
+            continue
+        tags |= {t for t in expected_tags(row) if not (row["cuda"] == "12.6.3" and t.endswith("-cm2"))}
+    for os_name in (
+        "amzn2023",
+        "azl3",
+        "oraclelinux8",
+        "oraclelinux9",
+        "rockylinux8",
+        "rockylinux9",
+        "rockylinux10",
+        "ubi8",
+        "ubi9",
+        "ubi10",
+        "ubuntu22.04",
+        "ubuntu24.04",
+    ):
+        tags |= {f"13.1.0-{kind}-{os_name}" for kind in ("base", "runtime", "devel")}
+    tags |= {"13.4.0-base-ubuntu24.04", "13.4.0-runtime-ubuntu24.04", "12.4.0-runtime-ubuntu22.04"}
+    return sorted(tags)
+
+
+def serve_tags(upstream: Upstream, tags: list[str]) -> None:
+    half = len(tags) // 2
+    first, second = tags[:half], tags[half:]
+    link = f'</v2/nvidia/cuda/tags/list?n=1000&last={first[-1]}>; rel="next"'
+    upstream.add(
+        "/v2/nvidia/cuda/tags/list?n=1000",
+        Answer(json.dumps({"name": "nvidia/cuda", "tags": first}).encode(), headers={"Link": link}),
+    )
+    upstream.add(
+        f"/v2/nvidia/cuda/tags/list?n=1000&last={first[-1]}",
+        Answer(json.dumps({"name": "nvidia/cuda", "tags": second}).encode()),
+    )
+
+
+@pytest.fixture
+def upstream(stale_matrix: Path):
+    with Upstream(bearer_prefix="/v2/") as server:
+        serve_pypi(server)
+        serve_pytorch_index(server)
+        serve_tags(server, cuda_tags(stale_matrix))
+        yield server
+
+
+def refresh_args(upstream: Upstream, matrix: Path, *extra: str) -> list[str]:
+    return [
+        "matrix", "refresh", "--matrix", str(matrix),
+        "--pypi-url", upstream.root,
+        "--pytorch-index-url", f"{upstream.root}/whl",
+        "--cuda-repository", f"{upstream.host}/nvidia/cuda",
+        "--timeout", "10",
+        *extra,
+    ]  # fmt: skip
+
+
+def run_refresh(capsys, upstream: Upstream, matrix: Path, *extra: str) -> tuple[int, str, str]:
+    code = main(refresh_args(upstream, matrix, *extra))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+EXPECTED = [
+    ("add", "cuda.toml", "nvidia/cuda 12.4.1"),
+    ("add", "cuda.toml", "nvidia/cuda 13.1.0"),
+    ("flag", "cuda.toml", "nvidia/cuda 12.6.3"),
+    ("flag", "cuda.toml", "nvidia/cuda 13.4.0"),
+    ("add", "frameworks/jax.toml", "jax 0.12.0.1"),
+    ("flag", "frameworks/tensorflow.toml", "tensorflow 2.18.1"),
+    ("add", "frameworks/torch.toml", "torch 2.14.1"),
+    ("review", "frameworks/torch.toml", "torch 2.15.0"),
+    ("flag", "frameworks/torch.toml", "torch cu126"),
+    ("flag", "frameworks/torch.toml", "torch cu134"),
+]
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+
+def test_refresh_proposes_the_right_rows_and_flags_the_deleted_tag(capsys, upstream, stale_matrix) -> None:
+    before = {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")}
+    code, out, err = run_refresh(capsys, upstream, stale_matrix, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["fetched"] == DAY and report["written"] is False
+    findings = report["findings"]
+    assert [(f["action"], f["file"], f["subject"]) for f in findings] == EXPECTED
+    by_subject = {f["subject"]: f for f in findings}
+
+    # the deleted tag set: every one of its tags is gone, written as `deleted = <day>`
+    deleted = by_subject["nvidia/cuda 12.4.1"]
+    assert deleted["toml"] == f'deleted = "{DAY}"' and "every one of its" in deleted["detail"]
+    assert deleted["source"] == f"{upstream.root}/v2/nvidia/cuda/tags/list"
+    # a new tag set of a CUDA release drivers.toml knows: a full row, OS lists from the runtime tags
+    row = by_subject["nvidia/cuda 13.1.0"]["toml"]
+    assert 'cuda = "13.1.0"' in row and "cudnn_os = []" in row
+    assert '"rockylinux10", "rockylinux8"' in row and '"ubuntu24.04"]' in row
+    # surprising data is reported, not guessed
+    assert "cm2" in by_subject["nvidia/cuda 12.6.3"]["detail"]
+    assert "no CUDA 13.4.0 row with a driver floor" in by_subject["nvidia/cuda 13.4.0"]["detail"]
+    assert "no driver floor for CUDA 13.4" in by_subject["torch cu134"]["detail"]
+    assert "cu126 builds of 2.13.0" in by_subject["torch cu126"]["detail"]
+
+    # PyPI: patch releases whose real METADATA matches their row are appended
+    assert by_subject["torch 2.14.1"]["toml"] == "2.14.1"
+    assert "cu130: cuda 13.0, cudnn 9.24.0.43, nccl 2.30.7" in by_subject["torch 2.14.1"]["detail"]
+    assert by_subject["jax 0.12.0.1"]["toml"] == "0.12.0.1"
+    # a stale row is flagged with the difference, not overwritten
+    assert "nccl 2.21.5 (row: 2.21.4)" in by_subject["tensorflow 2.18.1"]["detail"]
+    # a new minor is proposed for review with the facts PyPI gives and the arch left to a human
+    proposal = by_subject["torch 2.15.0"]
+    assert proposal["source"] == f"{upstream.root}/pypi/torch/json" and proposal["fetched"] == DAY
+    block = proposal["toml"]
+    for line in (
+        '# versions = ["2.15.0"]',
+        '# python = ["3.11", "3.12", "3.13", "3.14", "3.15"]',
+        '# pypi_variant = "cu132"',
+        '#   cuda = "13.2"',
+        '#   cudnn = "9.26.0.51"',
+        '#   nccl = "2.30.7"',
+        '#   index_url = "https://download.pytorch.org/whl/cu132"',
+        '#   arch = "?"',
+    ):
+        assert line in block, line
+    assert "Requires-Python >=3.11" in block
+
+    # METADATA came from range requests: a fraction of each wheel, never the whole file
+    wheel_paths = {path for path, _, _, _ in upstream.log if path.startswith("/files/")}
+    assert wheel_paths and all(r is not None for p, r, _, _ in upstream.log if p.startswith("/files/"))
+    for path in wheel_paths:
+        assert upstream.bytes_sent(path) < PADDING / 4, path
+    # the tag list was read through the Bearer challenge and both pages
+    assert any(status == 401 for path, _, status, _ in upstream.log if path.startswith("/v2/"))
+    assert (
+        sum(1 for p, _, s, _ in upstream.log if p.startswith("/v2/nvidia/cuda/tags/list") and s == 200) == 2
+    )
+    assert {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")} == before  # no --write: untouched
+
+
+def test_text_output_names_source_and_date_for_every_finding(capsys, upstream, stale_matrix) -> None:
+    code, out, _ = run_refresh(capsys, upstream, stale_matrix)
+    assert code == 0
+    assert out.startswith(f"envbuild matrix refresh: pypi, pytorch-index, nvidia-cuda-tags read on {DAY}\n")
+    symbols = re.findall(r"^  ([+?!]) (.+?):", out, re.M)
+    assert [(s, subject) for s, subject in symbols] == [
+        ({"add": "+", "review": "?", "flag": "!"}[a], subject) for a, _, subject in EXPECTED
+    ]
+    assert out.count(f"(fetched {DAY})") == len(EXPECTED)
+    assert "4 to add, 1 for review, 5 flagged" in out
+    assert "nothing written: run again with --write" in out
+
+
+def test_write_keeps_comments_passes_check_and_a_second_refresh_proposes_nothing(
+    capsys, upstream, stale_matrix
+) -> None:
+    before = {p.relative_to(stale_matrix).as_posix(): p.read_text() for p in stale_matrix.rglob("*.toml")}
+    code, out, err = run_refresh(capsys, upstream, stale_matrix, "--write")
+    assert code == 0, err
+    assert "wrote the + and ? findings" in out
+    after = {p.relative_to(stale_matrix).as_posix(): p.read_text() for p in stale_matrix.rglob("*.toml")}
+    changed = {rel for rel in before if before[rel] != after[rel]}
+    assert changed == {"cuda.toml", "frameworks/jax.toml", "frameworks/torch.toml"}
+    for rel in changed:  # only additions, except a versions array that grows (comments all kept)
+        diff = list(difflib.ndiff(before[rel].split("\n"), after[rel].split("\n")))
+        removed = [line[2:] for line in diff if line.startswith("- ")]
+        added = [line[2:] for line in diff if line.startswith("+ ")]
+        for line in removed:
+            assert line.startswith("versions = [") and any(a.startswith(line[:-1] + ", ") for a in added), (
+                line
+            )
+    assert 'versions = ["2.14.0", "2.14.1"]' in after["frameworks/torch.toml"]
+    assert '"0.12.0", "0.12.0.1"]' in after["frameworks/jax.toml"]
+    assert "# envbuild-refresh: proposed torch 2.15.0 on 2026-11-29" in after["frameworks/torch.toml"]
+    assert re.search(r'cuda = "12\.4\.1"\n(?:[^\[\n].*\n)*?deleted = "2026-11-29"\n', after["cuda.toml"])
+
+    # round trip: the written matrix passes the check, and the tools use what was written
+    assert main(["matrix", "check", "--matrix", str(stale_matrix)]) == 0
+    matrix = load_matrix(stale_matrix)
+    assert next(i for i in matrix.images if i.cuda == (12, 4, 1)).deleted == DAY
+    assert matrix.image_for((12, 4), "ubuntu22.04") is None  # a deleted tag set is never offered
+    assert {"2.14.1"} <= {r.version for r in matrix.framework("torch").releases}
+    capsys.readouterr()
+
+    # idempotence: nothing left to add or review; the report-only flags are still reported
+    code, out, _ = run_refresh(capsys, upstream, stale_matrix, "--json", "--write")
+    findings = json.loads(out)["findings"]
+    assert code == 0 and [f for f in findings if f["action"] != "flag"] == []
+    assert [(f["action"], f["subject"]) for f in findings] == [(a, s) for a, _, s in EXPECTED if a == "flag"]
+    assert {
+        p.relative_to(stale_matrix).as_posix(): p.read_text() for p in stale_matrix.rglob("*.toml")
+    } == after
+
+
+def test_sources_can_be_chosen(capsys, upstream, stale_matrix) -> None:
+    code, out, _ = run_refresh(capsys, upstream, stale_matrix, "--json", "--source", "nvidia-cuda-tags")
+    assert code == 0
+    assert {f["file"] for f in json.loads(out)["findings"]} == {"cuda.toml"}
+    assert not any(p.startswith(("/pypi/", "/whl/")) for p, _, _, _ in upstream.log)
+    code = main(refresh_args(upstream, stale_matrix, "--source", "pypi,crates"))
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown source crates" in err and "pypi, pytorch-index, nvidia-cuda-tags" in err
+
+
+def test_without_range_support_the_wheel_is_downloaded_once(stale_matrix) -> None:
+    with Upstream() as server:
+        serve_pypi(server, ranges=False)
+        name = "torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+        metadata = wheel_metadata(Http(timeout=10), f"{server.root}/files/{name}")
+    assert not metadata.ranged and "Requires-Dist: nvidia-nccl-cu13==2.30.7" in metadata.text
+    assert metadata.bytes_read > PADDING
+    assert [s for p, _, s, _ in server.log if p == f"/files/{name}"] == [200]
+
+
+@pytest.mark.parametrize(
+    "break_it, message",
+    [
+        (
+            lambda s: s.routes.update({"/pypi/torch/json": Answer(b"<html>maintenance</html>")}),
+            "malformed response from http://127.0.0.1:",
+        ),
+        (lambda s: s.routes.update({"/pypi/jax/json": Answer(b'{"info": {}}')}), "no 'releases' object"),
+        (
+            lambda s: s.routes.update({"/v2/nvidia/cuda/tags/list?n=1000": Answer(b'{"tags": "12.4.1"}')}),
+            "malformed tag list",
+        ),
+        (
+            lambda s: s.routes.update(
+                {
+                    "/whl/cu130/torch/": Answer(
+                        b'{"files": 3}', content_type="application/vnd.pypi.simple.v1+json"
+                    )
+                }
+            ),
+            "no 'files' list",
+        ),
+        (lambda s: s.closed_paths.add("/pypi/tensorflow/json"), "unreachable after 3 attempt(s)"),
+        (lambda s: s.routes.update({"/pypi/torch/json": Answer(b"busy", status=503)}), "answered HTTP 503"),
+    ],
+)
+def test_network_failures_and_malformed_answers_write_nothing(
+    capsys, upstream, stale_matrix, break_it, message, monkeypatch
+) -> None:
+    monkeypatch.setattr("envbuild.upstream.BACKOFF_START_S", 0)
+    monkeypatch.setattr("envbuild.registry.BACKOFF_START_S", 0)
+    before = {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")}
+    break_it(upstream)
+    code, out, err = run_refresh(capsys, upstream, stale_matrix, "--write")
+    assert code == 1 and message in err, err
+    assert "Traceback" not in err and "fix:" in err and out == ""
+    assert {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")} == before
+
+
+def test_unreachable_upstream_is_a_clear_error(capsys, stale_matrix, monkeypatch) -> None:
+    import socket
+
+    monkeypatch.setattr("envbuild.upstream.BACKOFF_START_S", 0)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = main(
+        ["matrix", "refresh", "--matrix", str(stale_matrix), "--source", "pypi", "--write",
+         "--pypi-url", f"http://127.0.0.1:{port}", "--timeout", "2"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and f"http://127.0.0.1:{port}/pypi/" in err and "unreachable" in err
+    assert "fix:" in err
+
+
+def test_write_refuses_rows_that_would_fail_the_check(stale_matrix) -> None:
+    """A refresh bug must not land: the edited matrix is checked before any file is replaced."""
+    from envbuild.errors import MatrixError
+    from envbuild.matrix_edit import edited_texts, write_checked
+    from envbuild.refresh_model import Edit, Finding
+
+    before = {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")}
+    unknown_release = '[[image]]\ncuda = "99.0.0"\nos = ["ubuntu24.04"]\nsource = "https://x.org"\n'
+    good = Finding(
+        "add",
+        "frameworks/jax.toml",
+        "jax 0.12.0.1",
+        "",
+        "http://x",
+        DAY,
+        Edit("append-version", "0.12.0", "0.12.0.1"),
+    )
+    bad = Finding(
+        "add",
+        "cuda.toml",
+        "nvidia/cuda 99.0.0",
+        "",
+        "http://x",
+        DAY,
+        Edit("append-block", "", unknown_release),
+    )
+    with pytest.raises(MatrixError, match="nothing was written") as caught:
+        write_checked(str(stale_matrix), edited_texts(str(stale_matrix), [good, bad]))
+    assert "99.0.0" in caught.value.message
+    assert {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")} == before
+
+
+def test_bad_settings_are_usage_errors(capsys, stale_matrix) -> None:
+    code = main(["matrix", "refresh", "--matrix", str(stale_matrix), "--pypi-url", "ftp://mirror"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--pypi-url 'ftp://mirror' is not an http(s) URL" in err
+    code = main(["matrix", "refresh", "--matrix", str(stale_matrix), "--cuda-repository", "Bad Repo"])
+    assert code == 2 and "malformed image reference" in capsys.readouterr().err
