@@ -26,6 +26,7 @@ bench: install
 	$(BIN)/python bench/resolve.py
 	$(BIN)/python bench/lock.py
 	$(BIN)/python bench/build.py
+	$(BIN)/python bench/refresh.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

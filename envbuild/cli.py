@@ -475,6 +475,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     for line in relock_summary(previous, lock):
         print(line)
     print(f"wrote {path}")
+    _warn_base_images(lock, matrix)
     if args.pylock:
         from envbuild._files import write_atomic
         from envbuild.lock import export_pylock, pylock_name

@@ -21,8 +21,8 @@ import ipaddress
 import json
 import os
 import re
-import time
 
+from envbuild._http import short_reason, with_retries
 from envbuild._record import Record
 from envbuild.errors import EnvbuildError, UsageError
 
@@ -661,30 +661,27 @@ class _Session:
         import requests
 
         host = re.sub(r"^\w+://", "", url).split("/", 1)[0]
-        delay = BACKOFF_START_S
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
-            try:
-                response = self.http.request(method, url, timeout=self.timeout, **kwargs)  # type: ignore[arg-type]
-            except requests.exceptions.SSLError as exc:
-                raise EnvbuildError(
-                    f"TLS handshake with registry {host} failed: {_reason(exc)}",
-                    fix=f"if {host} serves plain http, list it in ENVBUILD_INSECURE_REGISTRIES "
-                    f"(comma-separated host:port); otherwise check its certificate",
-                ) from None
-            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-                if last:
-                    raise EnvbuildError(
-                        f"registry {host} is unreachable after {attempt + 1} attempt(s): {_reason(exc)}",
-                        fix=f"check that {host} is the right host and port, that it is running and "
-                        "that this machine can reach it (network, proxy, firewall)",
-                    ) from None
-            else:
-                if response.status_code < 500 or last:
-                    return response
-            time.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def unreachable(attempts: int, exc: BaseException) -> EnvbuildError:
+            return EnvbuildError(
+                f"registry {host} is unreachable after {attempts} attempt(s): {short_reason(exc)}",
+                fix=f"check that {host} is the right host and port, that it is running and "
+                "that this machine can reach it (network, proxy, firewall)",
+            )
+
+        try:
+            return with_retries(
+                lambda: self.http.request(method, url, timeout=self.timeout, **kwargs),  # type: ignore[arg-type]
+                retries=self.retries,
+                backoff_s=BACKOFF_START_S,
+                unreachable=unreachable,
+            )
+        except requests.exceptions.SSLError as exc:
+            raise EnvbuildError(
+                f"TLS handshake with registry {host} failed: {short_reason(exc)}",
+                fix=f"if {host} serves plain http, list it in ENVBUILD_INSECURE_REGISTRIES "
+                f"(comma-separated host:port); otherwise check its certificate",
+            ) from None
 
     def send(
         self,
@@ -824,12 +821,3 @@ def _error_codes(response: requests.Response) -> set[str]:
         return {str(e.get("code")) for e in errors if isinstance(e, dict)}
     except (ValueError, AttributeError):
         return set()
-
-
-def _reason(exc: BaseException) -> str:
-    """A short cause: the innermost message, which names the host and port but no header."""
-    text = str(exc)
-    match = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
-    if match:
-        return match.group(1).strip()
-    return type(exc).__name__ if len(text) > 200 else text

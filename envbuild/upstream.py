@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 import zipfile
 
 from envbuild._record import TYPE_CHECKING, Record
@@ -43,26 +42,21 @@ class Http:
     def get(
         self, url: str, *, headers: dict[str, str] | None = None, stream: bool = False
     ) -> requests.Response:
-        import requests
+        from envbuild import _http
 
-        delay = BACKOFF_START_S
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
-            try:
-                response = self.session.get(url, headers=headers, timeout=self.timeout, stream=stream)
-            except (requests.exceptions.ConnectionError, requests.exceptions.Timeout) as exc:
-                if last:
-                    raise EnvbuildError(
-                        f"{url} is unreachable after {attempt + 1} attempt(s): {_reason(exc)}",
-                        fix="check the network, proxy and the base URL setting (--pypi-url, "
-                        "--pytorch-index-url, --cuda-repository), then run the refresh again",
-                    ) from None
-            else:
-                if response.status_code < 500 or last:
-                    return response
-            time.sleep(delay)
-            delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+        def unreachable(attempts: int, exc: BaseException) -> EnvbuildError:
+            return EnvbuildError(
+                f"{url} is unreachable after {attempts} attempt(s): {_http.short_reason(exc)}",
+                fix="check the network, proxy and the base URL setting (--pypi-url, "
+                "--pytorch-index-url, --cuda-repository), then run the refresh again",
+            )
+
+        return _http.with_retries(
+            lambda: self.session.get(url, headers=headers, timeout=self.timeout, stream=stream),
+            retries=self.retries,
+            backoff_s=BACKOFF_START_S,
+            unreachable=unreachable,
+        )
 
     def json(self, url: str, *, accept: str = "application/json") -> object:
         response = self.get(url, headers={"Accept": accept})
@@ -86,12 +80,6 @@ def malformed(url: str, why: str) -> EnvbuildError:
         fix="nothing was written; retry later, and if it persists report the upstream change "
         "(envbuild's refresh reads the documented format only)",
     )
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc)
-    match = re.search(r"\[Errno -?\d+\] ([^'\")]+)", text)
-    return match.group(1).strip() if match else (type(exc).__name__ if len(text) > 200 else text)
 
 
 # ---------------------------------------------------------------------------------------------

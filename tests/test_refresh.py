@@ -61,7 +61,11 @@ def _drop_block(text: str, opener: str) -> str:
 
 @pytest.fixture
 def stale_matrix(tmp_path: Path) -> Path:
-    root = tmp_path / "matrix"
+    return make_stale_matrix(tmp_path)
+
+
+def make_stale_matrix(parent: Path) -> Path:
+    root = parent / "matrix"
     shutil.copytree(default_matrix_dir(), root)
     torch = root / "frameworks" / "torch.toml"
     text = _drop_block(torch.read_text(), '[[release]]\nversions = ["2.15.0"]')
@@ -175,12 +179,16 @@ def serve_tags(upstream: Upstream, tags: list[str]) -> None:
     )
 
 
+def serve_everything(server: Upstream, matrix_root: Path) -> None:
+    serve_pypi(server)
+    serve_pytorch_index(server)
+    serve_tags(server, cuda_tags(matrix_root))
+
+
 @pytest.fixture
 def upstream(stale_matrix: Path):
     with Upstream(bearer_prefix="/v2/") as server:
-        serve_pypi(server)
-        serve_pytorch_index(server)
-        serve_tags(server, cuda_tags(stale_matrix))
+        serve_everything(server, stale_matrix)
         yield server
 
 
@@ -445,3 +453,44 @@ def test_bad_settings_are_usage_errors(capsys, stale_matrix) -> None:
     assert code == 2 and "--pypi-url 'ftp://mirror' is not an http(s) URL" in err
     code = main(["matrix", "refresh", "--matrix", str(stale_matrix), "--cuda-repository", "Bad Repo"])
     assert code == 2 and "malformed image reference" in capsys.readouterr().err
+
+
+# --- the scheduled workflow example ---------------------------------------------------------------
+
+WORKFLOW = Path(__file__).parent.parent / "examples" / "github" / "matrix-refresh.yml"
+
+
+def test_refresh_workflow_example_passes_the_github_workflow_schema() -> None:
+    from tests.test_scaleout import _check_workflow
+
+    result = _check_workflow(WORKFLOW)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_refresh_workflow_runs_real_envbuild_commands_and_opens_a_pull_request() -> None:
+    import shlex
+
+    from envbuild.cli import build_parser
+    from tests.test_scaleout import _yaml_load
+
+    workflow = _yaml_load(WORKFLOW.read_text())
+    assert workflow["on"]["schedule"][0]["cron"] and "workflow_dispatch" in workflow["on"]
+    assert workflow["permissions"] == {"contents": "write", "pull-requests": "write"}
+    steps = workflow["jobs"]["refresh"]["steps"]
+    commands = [
+        line.strip()
+        for step in steps
+        for line in step.get("run", "").splitlines()
+        if line.strip().startswith("envbuild ")
+    ]
+    assert commands == ["envbuild matrix refresh --write", "envbuild matrix check"]
+    parser = build_parser()
+    for command in commands:  # every flag the example uses exists
+        parsed = parser.parse_args(shlex.split(command)[1:])
+        assert parsed.command == "matrix"
+    pull_request = next(s for s in steps if s.get("uses", "").startswith("peter-evans/create-pull-request@"))
+    assert (
+        pull_request["with"]["add-paths"] == "matrix/**" and pull_request["with"]["body-path"] == "refresh.md"
+    )
+    refresh_step = next(s for s in steps if "matrix refresh" in s.get("run", ""))
+    assert steps.index(refresh_step) < steps.index(pull_request)
