@@ -50,9 +50,13 @@ def docker(*args: str) -> subprocess.CompletedProcess[str]:
     cli = os.environ.get("DOCKER_CLI") or (
         "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
     )
-    return subprocess.run(
-        [cli, *args], capture_output=True, text=True, check=True, env={**os.environ, "DOCKER_BUILDKIT": "1"}
+    result = subprocess.run(
+        [cli, *args], capture_output=True, text=True, env={**os.environ, "DOCKER_BUILDKIT": "1"}
     )
+    if result.returncode != 0:  # say why (a full disk, a broken mirror), not just that it failed
+        sys.stderr.write(result.stderr[-3000:])
+        result.check_returncode()
+    return result
 
 
 def timed_build(context: Path, tag: str, *extra: str) -> float:
@@ -147,6 +151,7 @@ def main() -> int:
     finally:
         for tag in tags:
             subprocess.run(["/usr/bin/docker", "rmi", "-f", tag], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)  # the wheelhouse and contexts are ~400 MB a run
     print("envbuild build, torch 2.13.0 CPU + one user package, local Debian base, BuildKit")
     print(f"  cold build (no cache)              {cold:7.1f} s")
     print(f"  warm rebuild, one package changed  {warm:7.1f} s   {warm / cold:6.1%} of cold (target <= 15%)")

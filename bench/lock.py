@@ -9,6 +9,7 @@ Run: `.venv/bin/python bench/lock.py` (downloads the torch CPU wheel's closure o
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -85,6 +86,7 @@ def main() -> int:
         warm_cache = tempfile.mkdtemp(dir=work)
         run(warm_cache)
         warm = statistics.median(run(warm_cache) for _ in range(5))
+    shutil.rmtree(work, ignore_errors=True)  # wheels and uv caches: ~200 MB a run
     print("envbuild lock, torch 2.13.0 closure + 2 user packages, loopback indexes")
     print(f"  cold uv cache   {cold * 1000:8.0f} ms")
     print(f"  warm uv cache   {warm * 1000:8.0f} ms")

@@ -69,8 +69,9 @@ def main() -> int:
     from envbuild.refresh import refresh, settings_from
     from tests.test_refresh import make_stale_matrix, serve_everything
 
-    matrix = make_stale_matrix(Path(tempfile.mkdtemp(prefix="envbuild-bench-refresh-")))
-    with Upstream(bearer_prefix="/v2/") as server:
+    scratch = tempfile.TemporaryDirectory(prefix="envbuild-bench-refresh-")
+    matrix = make_stale_matrix(Path(scratch.name))
+    with scratch, Upstream(bearer_prefix="/v2/") as server:
         serve_everything(server, matrix)
         settings = settings_from(None, server.root, f"{server.root}/whl", f"{server.host}/nvidia/cuda")
         times, findings = [], []

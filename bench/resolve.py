@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import compileall
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,10 +74,11 @@ def main() -> int:
     envbuild = process_ms(command, env, 30)
 
     def cold() -> None:
-        env_cold = {**env, "ENVBUILD_CACHE_DIR": tempfile.mkdtemp(prefix="envbuild-cold-")}
+        env_cold = {**env, "ENVBUILD_CACHE_DIR": tempfile.mkdtemp(prefix="cold-", dir=cache)}
         subprocess.run(command, env=env_cold, stdout=subprocess.DEVNULL, check=True)
 
     cold_ms = median_ms(cold, 5)
+    shutil.rmtree(cache, ignore_errors=True)
     ratio = envbuild / baseline
 
     rows = [
