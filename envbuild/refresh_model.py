@@ -49,7 +49,11 @@ class Finding(Record):
             "detail": self.detail,
             "source": self.source,
             "fetched": self.fetched,
-            "toml": self.edit.text if self.edit else None,
+            "edit": (
+                {"kind": self.edit.kind, "anchor": self.edit.anchor, "text": self.edit.text}
+                if self.edit
+                else None
+            ),
         }
 
 

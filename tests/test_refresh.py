@@ -238,10 +238,11 @@ def test_refresh_proposes_the_right_rows_and_flags_the_deleted_tag(capsys, upstr
 
     # the deleted tag set: every one of its tags is gone, written as `deleted = <day>`
     deleted = by_subject["nvidia/cuda 12.4.1"]
-    assert deleted["toml"] == f'deleted = "{DAY}"' and "every one of its" in deleted["detail"]
+    assert deleted["edit"] == {"kind": "set-key", "anchor": "12.4.1", "text": f'deleted = "{DAY}"'}
+    assert "every one of its" in deleted["detail"]
     assert deleted["source"] == f"{upstream.root}/v2/nvidia/cuda/tags/list"
     # a new tag set of a CUDA release drivers.toml knows: a full row, OS lists from the runtime tags
-    row = by_subject["nvidia/cuda 13.1.0"]["toml"]
+    row = by_subject["nvidia/cuda 13.1.0"]["edit"]["text"]
     assert 'cuda = "13.1.0"' in row and "cudnn_os = []" in row
     assert '"rockylinux10", "rockylinux8"' in row and '"ubuntu24.04"]' in row
     # surprising data is reported, not guessed
@@ -251,15 +252,20 @@ def test_refresh_proposes_the_right_rows_and_flags_the_deleted_tag(capsys, upstr
     assert "cu126 builds of 2.13.0" in by_subject["torch cu126"]["detail"]
 
     # PyPI: patch releases whose real METADATA matches their row are appended
-    assert by_subject["torch 2.14.1"]["toml"] == "2.14.1"
+    assert by_subject["torch 2.14.1"]["edit"] == {
+        "kind": "append-version",
+        "anchor": "2.14.0",
+        "text": "2.14.1",
+    }
     assert "cu130: cuda 13.0, cudnn 9.24.0.43, nccl 2.30.7" in by_subject["torch 2.14.1"]["detail"]
-    assert by_subject["jax 0.12.0.1"]["toml"] == "0.12.0.1"
+    assert by_subject["jax 0.12.0.1"]["edit"]["text"] == "0.12.0.1"
     # a stale row is flagged with the difference, not overwritten
     assert "nccl 2.21.5 (row: 2.21.4)" in by_subject["tensorflow 2.18.1"]["detail"]
     # a new minor is proposed for review with the facts PyPI gives and the arch left to a human
     proposal = by_subject["torch 2.15.0"]
     assert proposal["source"] == f"{upstream.root}/pypi/torch/json" and proposal["fetched"] == DAY
-    block = proposal["toml"]
+    assert proposal["edit"]["kind"] == "append-block"
+    block = proposal["edit"]["text"]
     for line in (
         '# versions = ["2.15.0"]',
         '# python = ["3.11", "3.12", "3.13", "3.14", "3.15"]',
