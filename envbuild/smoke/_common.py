@@ -155,6 +155,41 @@ def _version_tuple(text):
     return tuple(parts)
 
 
+def cuda_version_string(value):
+    """cudaRuntimeGetVersion() / cuDriverGetVersion(): 12080 means 12.8."""
+    value = int(value)
+    return "%d.%d" % (value // 1000, (value % 1000) // 10)
+
+
+def _version_code_string(value, wide_from):
+    """NVIDIA's M*1000+m*100+p codes, which widen to M*10000+m*100+p from `wide_from` on."""
+    if value >= wide_from:
+        return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
+    return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
+
+
+def cudnn_version_string(value):
+    """cudnnGetVersion(): 8907 means 8.9.7, 91400 means 9.14.0."""
+    if value is None:
+        return None
+    return _version_code_string(int(value), 90000)
+
+
+def nccl_version_string():
+    """The NCCL that pip's nvidia-nccl package ships, if any (JAX and TensorFlow do not report one)."""
+    import ctypes
+
+    for entry in sys.path:
+        library = os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so.2")
+        if not os.path.isfile(library):
+            continue
+        version = ctypes.c_int()
+        if ctypes.CDLL(library).ncclGetVersion(ctypes.byref(version)) != 0:
+            return None
+        return _version_code_string(version.value, 20900)
+    return None
+
+
 def driver_info():
     """The kernel driver version and the CUDA version its user-mode driver supports."""
     info = {"version": None, "cuda": None}
@@ -178,7 +213,7 @@ def driver_info():
         libcuda = ctypes.CDLL("libcuda.so.1")
         value = ctypes.c_int(0)
         if libcuda.cuDriverGetVersion(ctypes.byref(value)) == 0 and value.value:
-            info["cuda"] = "%d.%d" % (value.value // 1000, (value.value % 1000) // 10)
+            info["cuda"] = cuda_version_string(value.value)
     except (OSError, AttributeError):
         pass
     return info

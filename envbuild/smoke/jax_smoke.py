@@ -38,38 +38,6 @@ GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 ALLREDUCE_TIMEOUT_S = 120
 
 
-def cuda_version_string(value):
-    """cudaRuntimeGetVersion(): 12080 means 12.8."""
-    value = int(value)
-    return "%d.%d" % (value // 1000, (value % 1000) // 10)
-
-
-def cudnn_version_string(value):
-    """cudnnGetVersion(): 8907 means 8.9.7, 91400 means 9.14.0."""
-    value = int(value)
-    if value >= 90000:
-        return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
-    return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
-
-
-def nccl_version_string():
-    """The NCCL that pip's nvidia-nccl package ships, if any (JAX itself does not report one)."""
-    import ctypes
-
-    for entry in sys.path:
-        library = os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so.2")
-        if not os.path.isfile(library):
-            continue
-        version = ctypes.c_int()
-        if ctypes.CDLL(library).ncclGetVersion(ctypes.byref(version)) != 0:
-            return None
-        value = version.value
-        if value >= 20900:
-            return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
-        return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
-    return None
-
-
 def gpu_devices(jax):
     """Return (devices, error text) for the GPU backend."""
     errors = []

@@ -37,24 +37,6 @@ POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"
 ALLREDUCE_TIMEOUT_S = 120
 
 
-def nccl_version_string():
-    """The NCCL that pip's nvidia-nccl package ships, if any (TensorFlow does not report one)."""
-    import ctypes
-
-    for entry in sys.path:
-        library = os.path.join(entry, "nvidia", "nccl", "lib", "libnccl.so.2")
-        if not os.path.isfile(library):
-            continue
-        version = ctypes.c_int()
-        if ctypes.CDLL(library).ncclGetVersion(ctypes.byref(version)) != 0:
-            return None
-        value = version.value
-        if value >= 20900:
-            return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
-        return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
-    return None
-
-
 def collect_environment(tf, report):
     report["framework_version"] = str(tf.__version__)
     try:

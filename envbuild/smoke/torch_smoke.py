@@ -29,16 +29,6 @@ LEARNING_RATE = 3e-3
 ALLREDUCE_TIMEOUT_S = 120
 
 
-def cudnn_version_string(value):
-    """torch.backends.cudnn.version(): 8907 means 8.9.7, 90100 means 9.1.0."""
-    if value is None:
-        return None
-    value = int(value)
-    if value >= 90000:
-        return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
-    return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
-
-
 def collect_environment(torch, report):
     report["framework_version"] = str(torch.__version__)
     report["cuda_runtime"] = getattr(torch.version, "cuda", None)
