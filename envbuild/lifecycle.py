@@ -11,39 +11,14 @@ from __future__ import annotations
 import calendar
 import datetime
 import os
-import re
 
 from envbuild._record import Record
+from envbuild.cuda_tags import CudaTag, parse_cuda_tag
 from envbuild.errors import UsageError
 from envbuild.matrix import Image, Matrix
 from envbuild.versions import format_driver, format_minor
 
 ENDING_SOON_DAYS = 90  # warn this long before an image set reaches end of life
-_TAG_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)-((?:cudnn\d*-)?(?:base|runtime|devel))-([a-z]+[0-9][0-9.]*)$")
-
-
-class CudaTag(Record):
-    """An nvidia/cuda tag split into its parts: 12.4.1-cudnn-runtime-ubuntu22.04."""
-
-    __slots__ = ("cuda", "cudnn", "kind", "os")
-    cuda: tuple[int, int, int]
-    cudnn: str | None  # "cudnn8", "cudnn9", "cudnn" or None
-    kind: str  # base | runtime | devel
-    os: str
-
-    def with_release(self, image: Image) -> str:
-        """The same flavor and OS from another release row (its cuDNN tag spelling)."""
-        cudnn = f"{image.cudnn_tag or 'cudnn'}-" if self.cudnn else ""
-        return f"{format_minor(image.cuda)}-{cudnn}{self.kind}-{self.os}"
-
-
-def parse_cuda_tag(tag: str) -> CudaTag | None:
-    match = _TAG_RE.match(tag)
-    if not match:
-        return None
-    flavor = match.group(4)
-    cudnn, _, kind = flavor.rpartition("-")
-    return CudaTag(tuple(int(match.group(i)) for i in (1, 2, 3)), cudnn or None, kind, match.group(5))
 
 
 class Lifecycle(Record):

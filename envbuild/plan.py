@@ -11,6 +11,7 @@ import re
 
 from envbuild import __version__, validate
 from envbuild._record import Record
+from envbuild.cuda_tags import cuda_tag
 from envbuild.errors import EXIT_NO_STACK, UsageError
 from envbuild.lock import LockedTarget, requirement_lines
 from envbuild.matrix import Matrix, OperatingSystem
@@ -227,10 +228,10 @@ def build_plan(
     elif strategy == "base-image":
         row = matrix.image_for(stack.cuda, os_row.name)
         assert row is not None  # the resolver only returns stacks that have one
-        tag_cuda = ".".join(map(str, row.cuda))
-        image = f"nvidia/cuda:{tag_cuda}-{row.cudnn_tag}-{'devel' if devel else 'runtime'}-{os_row.name}"
+        kind = "devel" if devel else "runtime"
+        image = f"nvidia/cuda:{cuda_tag(row.cuda, row.cudnn_tag, kind, os_row.name)}"
         if devel:
-            runtime_image = f"nvidia/cuda:{tag_cuda}-{row.cudnn_tag}-runtime-{os_row.name}"
+            runtime_image = f"nvidia/cuda:{cuda_tag(row.cuda, row.cudnn_tag, 'runtime', os_row.name)}"
     else:
         image = MICROMAMBA_IMAGE
     if base_image is not None:  # an explicit override replaces every stage's base

@@ -8,20 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from envbuild.lifecycle import parse_cuda_tag
+from envbuild.cuda_tags import CUDNN_KINDS, KINDS, cuda_tag, parse_cuda_tag
 from envbuild.refresh_model import Edit, Finding, toml_list, toml_string
 from envbuild.versions import format_minor, parse_patch
 
-_KINDS = ("base", "runtime", "devel")
-
 
 def expected_tags(row: dict[str, Any]) -> set[str]:
-    version = row["cuda"]
-    tags = {f"{version}-{kind}-{os}" for kind in _KINDS for os in row["os"]}
+    version = parse_patch(row["cuda"])
+    tags = {cuda_tag(version, None, kind, os) for kind in KINDS for os in row["os"]}
     cudnn = row.get("cudnn_tag") or "cudnn"
-    tags |= {
-        f"{version}-{cudnn}-{kind}-{os}" for kind in ("runtime", "devel") for os in row.get("cudnn_os", [])
-    }
+    tags |= {cuda_tag(version, cudnn, kind, os) for kind in CUDNN_KINDS for os in row.get("cudnn_os", [])}
     return tags
 
 
