@@ -339,7 +339,11 @@ def _release_key(version: str) -> tuple[int, ...]:
 
 def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
     root = os.fspath(root) if root is not None else default_matrix_dir()
-    digest, raw = read_raw(root)
+    return build_matrix(root, *read_raw(root))
+
+
+def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
+    """The model from `read_raw`'s validated contents (for callers that also need the raw rows)."""
     cuda: list[CudaRelease] = []
     minor_compat: dict[int, MinorCompat] = {}
     branches: dict[int, Branch] = {}

@@ -72,11 +72,11 @@ def settings_from(
 
 def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
     """Every finding of the chosen sources against the matrix in `root`, in file order."""
-    from envbuild.matrix import load_matrix, read_raw
+    from envbuild.matrix import build_matrix, read_raw
     from envbuild.upstream import Http
 
-    matrix = load_matrix(root)
-    _, raw = read_raw(root)
+    digest, raw = read_raw(root)
+    matrix = build_matrix(root, digest, raw)
     http = Http(timeout=settings.timeout, retries=settings.retries)
     findings: list[Finding] = []
     if "pypi" in settings.sources:
