@@ -75,7 +75,7 @@ def torch_index_findings(
                     )
                 )
             continue
-        published = published_versions([f.filename for f in listing[1]], name)
+        published = published_versions([f.filename for f in listing], name)
         rows_with = {id(r) for r in known.get(name, [])}
         missing = [v for row in rows if id(row) in rows_with for v in row["versions"] if v not in published]
         if missing:

@@ -208,7 +208,7 @@ class FrameworkRefresh:
 
     def releases(self, project: str) -> dict[str, list[DistFile]]:
         if project not in self.releases_cache:
-            self.releases_cache[project] = pypi_releases(self.http, self.pypi_url, project)[1]
+            self.releases_cache[project] = pypi_releases(self.http, self.pypi_url, project)
         return self.releases_cache[project]
 
     def project_url(self, project: str) -> str:

@@ -94,8 +94,8 @@ class DistFile(Record):
     yanked: bool
 
 
-def pypi_releases(http: Http, base: str, project: str) -> tuple[str, dict[str, list[DistFile]]]:
-    """(URL read, version -> files) from the PyPI JSON API (GET /pypi/<project>/json)."""
+def pypi_releases(http: Http, base: str, project: str) -> dict[str, list[DistFile]]:
+    """version -> files, from the PyPI JSON API (GET /pypi/<project>/json)."""
     url = f"{base.rstrip('/')}/pypi/{project}/json"
     data = http.json(url)
     releases = data.get("releases") if isinstance(data, dict) else None
@@ -106,7 +106,7 @@ def pypi_releases(http: Http, base: str, project: str) -> tuple[str, dict[str, l
         if not isinstance(files, list):
             raise malformed(url, f"release {version!r} is not a list of files")
         parsed[version] = [_dist_file(url, f) for f in files]
-    return url, parsed
+    return parsed
 
 
 def _dist_file(where: str, entry: object) -> DistFile:
@@ -125,8 +125,8 @@ def _dist_file(where: str, entry: object) -> DistFile:
     )
 
 
-def simple_index_files(http: Http, index: str, project: str) -> tuple[str, list[DistFile]] | None:
-    """(URL read, files) of one project on a PEP 691 JSON simple index; None when it is not there."""
+def simple_index_files(http: Http, index: str, project: str) -> list[DistFile] | None:
+    """The files of one project on a PEP 691 JSON simple index; None when it is not there."""
     url = f"{index.rstrip('/')}/{project}/"
     try:
         data = http.json(url, accept=PEP691_JSON)
@@ -135,7 +135,7 @@ def simple_index_files(http: Http, index: str, project: str) -> tuple[str, list[
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, list):
         raise malformed(url, "no 'files' list (is it a PEP 691 JSON index?)")
-    return url, [_dist_file(url, entry) for entry in files]
+    return [_dist_file(url, entry) for entry in files]
 
 
 # ---------------------------------------------------------------------------------------------
