@@ -38,11 +38,10 @@ _FIELDS = ("cuda", "cuda_min", "cudnn", "nccl")
 
 
 class ReleaseFacts(Record):
-    __slots__ = ("python", "requires_python", "variants", "read_from", "problems")
+    __slots__ = ("python", "requires_python", "variants", "problems")
     python: list[str]
     requires_python: str | None
     variants: dict[str, dict[str, str]]  # variant name -> cuda / cuda_min / cudnn / nccl
-    read_from: list[str]  # METADATA URLs read
     problems: list[str]  # facts that could not be read
 
 
@@ -293,12 +292,10 @@ class FrameworkRefresh:
         requires_python = next((f.requires_python for f in files if f.requires_python), None)
         wheel = _pick_wheel(files)
         variants: dict[str, dict[str, str]] = {}
-        read_from: list[str] = []
         if wheel is None:
             problems.append(f"no Linux x86_64 or pure-Python wheel of {package} {version}")
-            return ReleaseFacts(python, requires_python, variants, read_from, problems)
+            return ReleaseFacts(python, requires_python, variants, problems)
         metadata = wheel_metadata(self.http, wheel.url)
-        read_from.append(wheel.url)
         requirements = requires_dist(metadata.text)
         for variant in pypi_variants(template):
             facts, plugins = cuda_facts(requirements, variant.get("extra"))
@@ -309,7 +306,6 @@ class FrameworkRefresh:
                     problems.append(f"no Linux x86_64 wheel of {plugin}{specifier} on PyPI")
                     continue
                 plugin_requirements = requires_dist(wheel_metadata(self.http, plugin_wheel.url).text)
-                read_from.append(plugin_wheel.url)
                 extras = re.findall(
                     r"\[([^\]]+)\]", next((r for r in requirements if plugin in r.lower()), "")
                 )
@@ -323,7 +319,7 @@ class FrameworkRefresh:
             if variant.get("extra") is None and "cuda" in facts:
                 name = f"cu{facts['cuda'].replace('.', '')}" if name.startswith("cu") else name
             variants[name] = facts
-        return ReleaseFacts(python, requires_python, variants, read_from, problems)
+        return ReleaseFacts(python, requires_python, variants, problems)
 
     def _differences(self, facts: ReleaseFacts, row: dict[str, Any]) -> list[str]:
         differences = []
