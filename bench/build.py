@@ -73,32 +73,14 @@ def main() -> int:
     if subprocess.run(["/usr/bin/docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
         print(f"needs the {BASE} image (made by the tests: make test)")
         return 1
+    from tests.pyindex import build_wheel, download_for_target
+
     work = Path(tempfile.mkdtemp(prefix="envbuild-bench-build-"))
     wheels = work / "wheels"
-    common = [
-        "--python-version",
-        "3.11",
-        "--platform",
-        "manylinux_2_28_x86_64",
-        "--only-binary=:all:",
-        "-d",
-        str(wheels),
-        "--quiet",
-    ]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "torch==2.13.0", "six==1.16.0", *common],
-        check=True,
-        stderr=subprocess.DEVNULL,
-    )
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "six==1.17.0", *common],
-        check=True,
-        stderr=subprocess.DEVNULL,
-    )
+    download_for_target(wheels, "torch==2.13.0", "six==1.16.0", stderr=subprocess.DEVNULL)
+    download_for_target(wheels, "six==1.17.0", no_deps=True, stderr=subprocess.DEVNULL)
     # A package whose version is new every run: BuildKit keeps cache records between runs, and a
     # rebuild that finds the changed layer cached from an earlier run would measure nothing.
-    from tests.pyindex import build_wheel
-
     build_wheel(wheels, "envbuild-bench-nonce", f"1.0.{time.time_ns()}")
     tags = []
     try:

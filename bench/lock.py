@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.pyindex import PackageIndex, build_wheel  # noqa: E402
+from tests.pyindex import PackageIndex, build_wheel, download_for_target  # noqa: E402
 
 SPEC = """[stack]
 driver = "580"
@@ -39,22 +39,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="envbuild-bench-lock-"))
     framework_dir, user_dir = work / "framework", work / "user"
     user_dir.mkdir()
-    download = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "torch==2.13.0",
-        "--python-version",
-        "3.11",
-        "--platform",
-        "manylinux_2_28_x86_64",
-        "--only-binary=:all:",
-        "-d",
-        str(framework_dir),
-    ]
-    subprocess.run(download, check=True, stderr=subprocess.DEVNULL)
+    download_for_target(framework_dir, "torch==2.13.0", stderr=subprocess.DEVNULL)
     build_wheel(user_dir, "app", "1.0", ["lib"])
     build_wheel(user_dir, "lib", "1.0")
     envbuild = str(Path(sys.executable).with_name("envbuild"))

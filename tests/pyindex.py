@@ -37,6 +37,37 @@ HTML_TYPES = ("application/vnd.pypi.simple.v1+html", "text/html")
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
+TARGET_WHEELS = ("--python-version", "3.11", "--platform", "manylinux_2_28_x86_64", "--only-binary=:all:")
+
+
+def download_for_target(
+    directory: Path, *requirements: str, no_deps: bool = False, stderr: int | None = None
+) -> Path:
+    """`pip download` wheels for the test images' interpreter (CPython 3.11, manylinux_2_28 x86_64),
+    whatever the host runs: the wheelhouse the air-gapped builds and the framework indexes use."""
+    import subprocess
+    import sys
+
+    flags = ["--no-deps"] if no_deps else []
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            *flags,
+            *requirements,
+            *TARGET_WHEELS,
+            "-d",
+            str(directory),
+        ],
+        check=True,
+        stderr=stderr,
+    )
+    return Path(directory)
+
+
 def normalize(name: str) -> str:
     """The PEP 503 normalized project name: runs of -, _ and . become one -, lowercased."""
     return re.sub(r"[-_.]+", "-", name).lower()

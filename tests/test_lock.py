@@ -15,7 +15,7 @@ import pytest
 
 from envbuild.cli import main
 from envbuild.lock import load_lock
-from tests.pyindex import PackageIndex, build_wheel
+from tests.pyindex import PackageIndex, build_wheel, download_for_target
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64
 
@@ -40,29 +40,7 @@ def user_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28."""
-    import subprocess
-    import sys
-
-    directory = tmp_path_factory.mktemp("framework-wheels")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "torch==2.13.0",
-            "--python-version",
-            "3.11",
-            "--platform",
-            "manylinux_2_28_x86_64",
-            "--only-binary=:all:",
-            "-d",
-            str(directory),
-        ],
-        check=True,
-    )
-    return directory
+    return download_for_target(tmp_path_factory.mktemp("framework-wheels"), "torch==2.13.0")
 
 
 @pytest.fixture(scope="module")

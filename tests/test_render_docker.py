@@ -10,12 +10,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from envbuild.cli import main
+from tests.pyindex import download_for_target
 
 pytestmark = pytest.mark.docker
 
@@ -74,22 +74,8 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE")  # fetched once by .ci/run
     if prepared and any(Path(prepared).glob("torch-2.13.0*.whl")) and any(Path(prepared).glob("six-1.17.0*")):
         return Path(prepared)
-    directory = tmp_path_factory.mktemp("wheelhouse")
-    common = [
-        "--python-version",
-        "3.11",
-        "--platform",
-        "manylinux_2_28_x86_64",
-        "--only-binary=:all:",
-        "-d",
-        str(directory),
-        "--quiet",
-    ]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "torch==2.13.0", "six==1.16.0", *common], check=True
-    )
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "six==1.17.0", *common], check=True)
-    return directory
+    directory = download_for_target(tmp_path_factory.mktemp("wheelhouse"), "torch==2.13.0", "six==1.16.0")
+    return download_for_target(directory, "six==1.17.0", no_deps=True)
 
 
 def render_and_build(workdir: Path, spec_text: str, wheelhouse: Path, base: str, tag: str) -> tuple[str, str]:
