@@ -330,7 +330,7 @@ def _prov(rel: str, where: str, row: dict[str, Any]) -> Provenance:
     return Provenance(f"{rel} {where}", row["source"], row.get("confidence"), row.get("note"))
 
 
-def _release_key(version: str) -> tuple[int, ...]:
+def release_key(version: str) -> tuple[int, ...]:
     """Sortable form of a final or post release: "2.15.0.post1" -> (2, 15, 0, 0, 1)."""
     release, _, post = version.partition(".post")
     parts = [int(part) for part in release.split(".")]
@@ -482,7 +482,7 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
         prov = _prov(rel, f"[[release]] {first}", row)
         for version in row["versions"]:
             releases.append(
-                Release(version, _release_key(version), python, row.get("pypi_variant"), variants, prov)
+                Release(version, release_key(version), python, row.get("pypi_variant"), variants, prov)
             )
     releases.sort(key=lambda r: r.key, reverse=True)
     return Framework(

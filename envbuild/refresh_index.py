@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from envbuild.matrix import release_key
 from envbuild.refresh_model import Finding
 from envbuild.upstream import Http, simple_index_files
 
@@ -48,7 +49,7 @@ def torch_index_findings(
     cuda_floors: CUDA X.Y with a known GA driver floor; cuda_minors: every X.Y drivers.toml names.
     Probed: every variant of the recent rows, and cuXYZ for each CUDA minor newer than all of them,
     which is how a brand-new variant shows up."""
-    rows = sorted(data["release"], key=lambda r: _key(r["versions"][-1]), reverse=True)[:RECENT_ROWS]
+    rows = sorted(data["release"], key=lambda r: release_key(r["versions"][-1]), reverse=True)[:RECENT_ROWS]
     known: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         for variant in row["variant"]:
@@ -109,7 +110,3 @@ def torch_index_findings(
             )
         findings.append(Finding("flag", rel, f"torch {name}", why, url, day, None))
     return findings
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", version))
