@@ -68,7 +68,7 @@ def timed_build(context: Path, tag: str, *extra: str) -> float:
 
 
 def main() -> int:
-    from envbuild.cli import main as envbuild
+    from envbuild.cli.app import main as envbuild
 
     if subprocess.run(["/usr/bin/docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
         print(f"needs the {BASE} image (made by the tests: make test)")

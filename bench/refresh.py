@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envbuild.upstream import Http, wheel_metadata  # noqa: E402
+from envbuild.refresh.upstream import Http, wheel_metadata  # noqa: E402
 from tests.upstream_server import Answer, Upstream  # noqa: E402
 
 WHEEL_MB = 256
@@ -66,7 +66,7 @@ def main() -> int:
 
     # a whole refresh: the test suite's scenario (the matrix before a few real releases, the
     # recorded PyPI answers, PEP 691 indexes, a paginated tag list behind a Bearer challenge)
-    from envbuild.refresh import refresh, settings_from
+    from envbuild.refresh.run import refresh, settings_from
     from tests.test_refresh import make_stale_matrix, serve_everything
 
     scratch = tempfile.TemporaryDirectory(prefix="envbuild-bench-refresh-")

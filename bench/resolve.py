@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envbuild.matrix import load_matrix  # noqa: E402
-from envbuild.query import build_query  # noqa: E402
-from envbuild.resolve import resolve  # noqa: E402
+from envbuild.matrix.model import load_matrix  # noqa: E402
+from envbuild.resolve.query import build_query  # noqa: E402
+from envbuild.resolve.solver import resolve  # noqa: E402
 
 IN_PROCESS_TARGET_MS = 10.0
 RATIO_TARGET = 3.0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from envbuild.arch import parse_arch_list
+from envbuild.matrix.arch import parse_arch_list
 
 TORCH_CU124 = "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
 TORCH_CU128 = "7.5;8.0;8.6;9.0;10.0;12.0"

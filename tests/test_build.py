@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from envbuild.cli import main
+from envbuild.cli.app import main
 from tests.test_registry import anonymous_registry, free_port
 from tests.test_render_docker import SPEC, bookworm_image, docker, wheelhouse
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
-from envbuild.registry import resolve_digest
+from envbuild.cli.app import main
+from envbuild.oci.registry import resolve_digest
 from tests.test_registry import anonymous_registry, manifest_digest, push
 from tests.test_render_docker import SPEC, bookworm_image, docker, render_and_build, wheelhouse
 

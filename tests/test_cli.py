@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
+from envbuild.cli.app import main
 from tests.conftest import REPO
 
 STACK_KEYS = {
@@ -124,7 +124,7 @@ def test_broken_matrix_names_file_row_and_key(capsys: pytest.CaptureFixture[str]
 
 def test_resolve_imports_no_docker_requests_or_jinja2() -> None:
     code = (
-        "import sys; from envbuild.cli import main; main(['resolve','--driver','550','--json']);"
+        "import sys; from envbuild.cli.app import main; main(['resolve','--driver','550','--json']);"
         "sys.stderr.write(repr(sorted(m for m in ('docker','requests','jinja2') "
         "if m in sys.modules)))"
     )

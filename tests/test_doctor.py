@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from envbuild import __version__
-from envbuild.cli import main
-from envbuild.lock import Lock, LockedPackage, LockedTarget, write_lock
-from envbuild.nvsmi import QUERY_FIELDS, parse_banner, parse_query, reason_names
+from envbuild.cli.app import main
+from envbuild.host.nvsmi import QUERY_FIELDS, parse_banner, parse_query, reason_names
+from envbuild.lock.locker import Lock, LockedPackage, LockedTarget, write_lock
 from envbuild.smoke._common import require_satisfied
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"
@@ -330,7 +330,7 @@ def test_image_verdict_reads_labels_and_require_cuda(capsys, fake_smi, tmp_path:
 
 
 def test_q_throttle_capture_marks_the_gpu(capsys, fake_smi) -> None:
-    from envbuild.nvsmi import parse_q_reasons
+    from envbuild.host.nvsmi import parse_q_reasons
 
     capture = (FIXTURES / "q_throttle_hw_power_brake_v100_section.txt").read_text()
     assert reason_names(parse_q_reasons(capture)[0])[0] == ["HW slowdown", "HW power brake slowdown"]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
+from envbuild.cli.app import main
 from envbuild.errors import UsageError
-from envbuild.lifecycle import (
+from envbuild.matrix.lifecycle import (
     add_months,
     base_image_warning,
     image_lifecycle,
@@ -22,7 +22,7 @@ from envbuild.lifecycle import (
     parse_cuda_tag,
     today,
 )
-from envbuild.matrix import default_matrix_dir, load_matrix
+from envbuild.matrix.model import default_matrix_dir, load_matrix
 
 DIGEST = "@sha256:" + "a" * 64
 

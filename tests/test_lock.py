@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
-from envbuild.lock import load_lock
+from envbuild.cli.app import main
+from envbuild.lock.locker import load_lock
 from tests.pyindex import PackageIndex, build_wheel, download_for_target
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64
@@ -278,7 +278,7 @@ def test_locked_build_checks_hashes_and_a_tampered_one_fails(
 
 
 def test_pylock_export_is_pep_751(capsys, project: Path, indexes) -> None:
-    from envbuild import _toml
+    from envbuild._util import toml as _toml
 
     code, _, err = lock(capsys, project, "--base-image", BASE, "--pylock")
     assert code == 0, err

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
+from envbuild.cli.app import main
 
 
 def check(capsys: pytest.CaptureFixture[str], root: Path) -> tuple[int, str]:

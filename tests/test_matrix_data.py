@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from envbuild.matrix import Matrix
-from envbuild.query import build_query
-from envbuild.resolve import candidate_label, native_cuda_of, resolve
-from envbuild.versions import format_driver, parse_driver
+from envbuild.matrix.model import Matrix
+from envbuild.matrix.versions import format_driver, parse_driver
+from envbuild.resolve.query import build_query
+from envbuild.resolve.solver import candidate_label, native_cuda_of, resolve
 
 # CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Corresponding Driver Versions", GA rows
 # (https://docs.nvidia.com/cuda/archive/13.2.2/cuda-toolkit-release-notes/index.html).

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
-from envbuild.matrix import default_matrix_dir, load_matrix
-from envbuild.matrix_check import check_matrix
-from envbuild.refresh import Settings, refresh
-from envbuild.refresh_images import expected_tags
-from envbuild.upstream import Http, wheel_metadata
+from envbuild.cli.app import main
+from envbuild.matrix.check import check_matrix
+from envbuild.matrix.model import default_matrix_dir, load_matrix
+from envbuild.refresh.cuda_images import expected_tags
+from envbuild.refresh.run import Settings, refresh
+from envbuild.refresh.upstream import Http, wheel_metadata
 from tests.upstream_server import Answer, Upstream
 
 FIXTURES = Path(__file__).parent / "fixtures" / "upstream"
@@ -138,7 +138,7 @@ def serve_pytorch_index(upstream: Upstream) -> None:
 def cuda_tags(matrix_root: Path) -> list[str]:
     """Every tag of the stale matrix's rows, except all of 12.4.1 and the cm2 ones of 12.6.3, plus
     13.1.0 (its OS list from shared/research), 13.4.0 and an old 12.4.0 point release."""
-    from envbuild import _toml
+    from envbuild._util import toml as _toml
 
     rows = _toml.loads((matrix_root / "cuda.toml").read_text())["image"]
     tags: set[str] = set()
@@ -395,8 +395,8 @@ def test_without_range_support_the_wheel_is_downloaded_once(stale_matrix) -> Non
 def test_network_failures_and_malformed_answers_write_nothing(
     capsys, upstream, stale_matrix, break_it, message, monkeypatch
 ) -> None:
-    monkeypatch.setattr("envbuild.upstream.BACKOFF_START_S", 0)
-    monkeypatch.setattr("envbuild.registry.BACKOFF_START_S", 0)
+    monkeypatch.setattr("envbuild.refresh.upstream.BACKOFF_START_S", 0)
+    monkeypatch.setattr("envbuild.oci.registry.BACKOFF_START_S", 0)
     before = {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")}
     break_it(upstream)
     code, out, err = run_refresh(capsys, upstream, stale_matrix, "--write")
@@ -408,7 +408,7 @@ def test_network_failures_and_malformed_answers_write_nothing(
 def test_unreachable_upstream_is_a_clear_error(capsys, stale_matrix, monkeypatch) -> None:
     import socket
 
-    monkeypatch.setattr("envbuild.upstream.BACKOFF_START_S", 0)
+    monkeypatch.setattr("envbuild.refresh.upstream.BACKOFF_START_S", 0)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -424,8 +424,8 @@ def test_unreachable_upstream_is_a_clear_error(capsys, stale_matrix, monkeypatch
 def test_write_refuses_rows_that_would_fail_the_check(stale_matrix) -> None:
     """A refresh bug must not land: the edited matrix is checked before any file is replaced."""
     from envbuild.errors import MatrixError
-    from envbuild.matrix_edit import edited_texts, write_checked
-    from envbuild.refresh_model import Edit, Finding
+    from envbuild.refresh.edit import edited_texts, write_checked
+    from envbuild.refresh.model import Edit, Finding
 
     before = {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")}
     unknown_release = '[[image]]\ncuda = "99.0.0"\nos = ["ubuntu24.04"]\nsource = "https://x.org"\n'
@@ -476,7 +476,7 @@ def test_refresh_workflow_example_passes_the_github_workflow_schema() -> None:
 def test_refresh_workflow_runs_real_envbuild_commands_and_opens_a_pull_request() -> None:
     import shlex
 
-    from envbuild.cli import build_parser
+    from envbuild.cli.app import build_parser
     from tests.test_scaleout import _yaml_load
 
     workflow = _yaml_load(WORKFLOW.read_text())

@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from envbuild.errors import EnvbuildError, UsageError
-from envbuild.registry import (
+from envbuild.oci.registry import (
     MANIFEST_ACCEPT,
     Reference,
     parse_reference,
@@ -145,7 +145,7 @@ def test_scheme_is_http_only_for_loopback_and_listed_insecure_hosts(monkeypatch:
 
 
 def test_requests_is_not_imported_at_module_import() -> None:
-    code = "import sys, envbuild.registry; print('requests' in sys.modules)"
+    code = "import sys, envbuild.oci.registry; print('requests' in sys.modules)"
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert ran.stdout.strip() == "False"
 

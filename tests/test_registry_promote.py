@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from envbuild.errors import EnvbuildError, UsageError
-from envbuild.registry import (
+from envbuild.oci.registry import (
     fetch_manifest,
     image_config_labels,
     promote_by_digest,

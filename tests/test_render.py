@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
-from envbuild.matrix import Matrix
-from envbuild.plan import build_plan
-from envbuild.render import render_files, write_context
-from envbuild.spec import load_spec
-from envbuild.wheelhouse import framework_closure
+from envbuild.cli.app import main
+from envbuild.matrix.model import Matrix
+from envbuild.render.context import render_files, write_context
+from envbuild.render.plan import build_plan
+from envbuild.render.wheelhouse import framework_closure
+from envbuild.spec.model import load_spec
 from tests.conftest import REPO
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
+from envbuild.cli.app import main
 from tests.pyindex import download_for_target
 
 pytestmark = pytest.mark.docker

@@ -11,9 +11,9 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envbuild.matrix import Matrix, Release, Variant, load_matrix
-from envbuild.query import Query, build_query
-from envbuild.resolve import candidate_label, resolve
+from envbuild.matrix.model import Matrix, Release, Variant, load_matrix
+from envbuild.resolve.query import Query, build_query
+from envbuild.resolve.solver import candidate_label, resolve
 from tests.conftest import MATRIX_DIR
 
 

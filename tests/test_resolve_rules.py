@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from envbuild.errors import UsageError
-from envbuild.matrix import Matrix, load_matrix
-from envbuild.query import build_query
-from envbuild.resolve import Resolution, candidate_label, resolve
+from envbuild.matrix.model import Matrix, load_matrix
+from envbuild.resolve.query import build_query
+from envbuild.resolve.solver import Resolution, candidate_label, resolve
 from tests.minimatrix import write_minimatrix
 
 

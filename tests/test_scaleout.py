@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
-from envbuild import scaleout
 from envbuild.errors import UsageError
-from envbuild.plan import build_plan
-from envbuild.spec import load_spec
+from envbuild.render.plan import build_plan
+from envbuild.scaleout import github as scaleout
+from envbuild.spec.model import load_spec
 from tests.conftest import REPO, matrix
 
 TORCH = REPO / "examples" / "torch-wheels" / "envbuild.toml"

@@ -17,9 +17,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from envbuild.cli import main
+from envbuild.cli.app import main
 from envbuild.smoke import _common, program
-from envbuild.smoke_report import load_schema, validate
+from envbuild.smoke.report import load_schema, validate
 
 FRAMEWORKS = ("torch", "tensorflow", "jax")
 GPU_GATES = ("driver", "arch", "memory", "multi_gpu")

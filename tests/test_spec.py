@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli import main
+from envbuild.cli.app import main
 from envbuild.errors import UsageError
-from envbuild.spec import DEFAULT_TAG, load_spec
+from envbuild.spec.model import DEFAULT_TAG, load_spec
 
 GOOD = """
 [stack]

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 import pytest
 
 from envbuild.errors import UsageError
-from envbuild.promote import PromoteError, Promotion, promote, report_digest, split_tag
-from envbuild.registry import resolve_digest
-from envbuild.verify import Verification, VerifyError, explain_engine_error, verify_image
+from envbuild.image.promote import PromoteError, Promotion, promote, report_digest, split_tag
+from envbuild.image.verify import Verification, VerifyError, explain_engine_error, verify_image
+from envbuild.oci.registry import resolve_digest
 
 # bookworm_image and wheelhouse are fixtures, used by name
 from tests.test_render_docker import (

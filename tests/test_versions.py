@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envbuild.errors import UsageError
-from envbuild.versions import format_driver, parse_compute_capability, parse_driver, parse_driver_floor
+from envbuild.matrix.versions import format_driver, parse_compute_capability, parse_driver, parse_driver_floor
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,1 @@
+"""`envbuild doctor`: the field's host checklist, and the nvidia-smi reader behind it."""

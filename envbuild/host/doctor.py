@@ -1,0 +1,465 @@
+"""`envbuild doctor`: the field's host checklist, and whether this host can run a lock or an image.
+
+Order of operations from the field: visibility first (nvidia-smi), then the stack (driver against the
+matrix, the container toolkit, the Engine), then what is happening on the GPUs (memory held by other
+processes, heat, slowdowns). Every check that is not ok says how to fix it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.errors import EnvbuildError
+from envbuild.host.nvsmi import SmiReport, SmiUnavailable, reason_names
+from envbuild.matrix.arch import parse_arch_list
+from envbuild.matrix.model import Matrix
+from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
+from envbuild.resolve.solver import native_cuda_of
+from envbuild.smoke._common import require_satisfied
+
+if TYPE_CHECKING:
+    from typing import Any
+
+HOT_C = 85
+BUSY_MIB = 1024  # memory held by other processes worth a warning
+
+
+class Check(Record):
+    __slots__ = ("name", "status", "evidence", "fix")
+    name: str
+    status: str  # ok | warn | fail | skip
+    evidence: str
+    fix: str | None
+
+
+def _driver(smi: SmiReport | None) -> Driver | None:
+    if smi is None or not smi.driver_version:
+        return None
+    try:
+        return parse_driver(smi.driver_version)
+    except EnvbuildError:
+        return None
+
+
+def check_smi(smi: SmiReport | None, problem: str | None) -> list[Check]:
+    if smi is None:
+        fix = (
+            "install the NVIDIA driver, or run this on a GPU node; inside a container, start it with "
+            "--gpus all"
+            if "not found" in (problem or "")
+            else "the driver is installed but not answering: reboot or reload the kernel module "
+            "(a driver upgrade without reboot does this), and check `dmesg | grep -i nvrm`"
+        )
+        return [Check("nvidia-smi", "fail", problem or "nvidia-smi did not answer", fix)]
+    names = ", ".join(sorted({g.name for g in smi.gpus})) or "no GPUs listed"
+    evidence = (
+        f"driver {smi.driver_version}, CUDA {smi.cuda_version or '?'}, {len(smi.gpus)} GPU(s): {names}"
+        f" (from the {smi.source})"
+    )
+    return [Check("nvidia-smi", "ok", evidence, None)]
+
+
+def check_driver(matrix: Matrix, smi: SmiReport | None) -> Check:
+    driver = _driver(smi)
+    if driver is None:
+        return Check("driver vs matrix", "skip", "no driver version to compare", None)
+    native = native_cuda_of(matrix, driver)
+    if native is None:
+        return Check(
+            "driver vs matrix",
+            "fail",
+            f"driver {driver} runs no CUDA 11+ toolkit envbuild knows",
+            "install a current data-center driver (R535 or newer)",
+        )
+    added = []
+    for major, row in sorted(matrix.minor_compat.items()):
+        newer = [m for m in matrix.minors_of_major(major) if m > native]
+        if newer and driver.at_least(row.min_driver):
+            added.append(f"CUDA {format_minor(newer[0])}-{format_minor(newer[-1])}")
+    extra = f"; --compat minor adds {', '.join(added)} (without PTX JIT of newer code)" if added else ""
+    return Check(
+        "driver vs matrix", "ok", f"driver {driver} runs CUDA <= {format_minor(native)} natively{extra}", None
+    )
+
+
+def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None:
+    """The banner has no compute capability column: fill it in from the matrix by GPU name."""
+    from envbuild.host.nvsmi import GpuInfo
+    from envbuild.resolve.query import parse_gpu
+
+    if smi is None or all(g.compute_capability for g in smi.gpus):
+        return smi
+    gpus = []
+    for gpu in smi.gpus:
+        cc = gpu.compute_capability
+        if cc is None:
+            try:
+                cc = parse_gpu(gpu.name, matrix).cc
+            except EnvbuildError:
+                cc = None
+        gpus.append(GpuInfo(*gpu._values()[:3], cc, *gpu._values()[4:]))
+    return SmiReport(smi.driver_version, smi.cuda_version, tuple(gpus), smi.source, smi.brand)
+
+
+def check_gpus(smi: SmiReport | None) -> list[Check]:
+    if smi is None:
+        return [Check("GPUs", "skip", "nvidia-smi did not answer", None)]
+    checks = []
+    for gpu in smi.gpus:
+        name = f"GPU {gpu.index}"
+        memory = (
+            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB used"
+            if gpu.memory_total_mib is not None
+            else "memory unknown"
+        )
+        cc = (
+            f" (compute capability {gpu.compute_capability[0]}.{gpu.compute_capability[1]})"
+            if gpu.compute_capability
+            else ""
+        )
+        basics = f"{gpu.name}{cc}, {memory}" + (
+            f", {gpu.temperature_c}C" if gpu.temperature_c is not None else ""
+        )
+        held = sum(p.used_mib for p in gpu.processes)
+        slowdowns, info = reason_names(gpu.event_reasons)
+        problems: list[tuple[str, str]] = []
+        if gpu.processes and (held >= BUSY_MIB or (gpu.memory_used_mib or 0) >= BUSY_MIB):
+            who = ", ".join(f"pid {p.pid} {p.name} {p.used_mib} MiB" for p in gpu.processes[:4])
+            problems.append(
+                (
+                    f"other processes hold GPU memory: {who}",
+                    "stop them or pick another GPU (CUDA_VISIBLE_DEVICES): a job sharing this GPU "
+                    "can run out of memory",
+                )
+            )
+        if gpu.temperature_c is not None and gpu.temperature_c >= HOT_C:
+            problems.append(("running hot", "sustained heat throttles clocks: check airflow and cooling"))
+        if slowdowns:
+            problems.append(
+                (
+                    f"slowed down: {', '.join(slowdowns)}",
+                    "thermal or power slowdown: check cooling and power delivery "
+                    "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER)",
+                )
+            )
+        if problems:
+            checks.append(
+                Check(
+                    name,
+                    "warn",
+                    f"{basics}; " + "; ".join(p[0] for p in problems),
+                    "; ".join(p[1] for p in problems),
+                )
+            )
+        else:
+            note = f"; {', '.join(info)} active" if info else ""
+            checks.append(Check(name, "ok", basics + note, None))
+    return checks or [
+        Check(
+            "GPUs",
+            "warn",
+            "nvidia-smi lists no GPU",
+            "check the GPU is seated and visible (lspci | grep -i nvidia)",
+        )
+    ]
+
+
+def check_docker() -> list[Check]:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=10)
+        version = client.version()
+        info = client.info()
+    except Exception as exc:  # the SDK raises DockerException, requests errors, FileNotFoundError...
+        reason = str(exc).splitlines()[0][:200]
+        return [
+            Check(
+                "docker engine",
+                "fail",
+                f"not reachable: {reason}",
+                "start dockerd (systemctl start docker), check DOCKER_HOST, and that this user may use "
+                "the socket (the docker group)",
+            ),
+            Check("nvidia runtime", "skip", "no engine to ask", None),
+        ]
+    checks = [
+        Check(
+            "docker engine", "ok", f"Docker {version.get('Version')} (API {version.get('ApiVersion')})", None
+        )
+    ]
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    cdi = [
+        d.get("ID", "") for d in info.get("DiscoveredDevices") or [] if "nvidia.com/gpu" in d.get("ID", "")
+    ]
+    if "nvidia" in runtimes or cdi:
+        how = "nvidia runtime" if "nvidia" in runtimes else "CDI devices " + ", ".join(cdi[:3])
+        checks.append(
+            Check("nvidia runtime", "ok", f"{how} configured (runtimes: {', '.join(runtimes)})", None)
+        )
+    else:
+        checks.append(
+            Check(
+                "nvidia runtime",
+                "fail",
+                f"no NVIDIA runtime or CDI devices configured (runtimes: {', '.join(runtimes) or '-'})",
+                "install the NVIDIA Container Toolkit, run `nvidia-ctk runtime configure "
+                "--runtime=docker` and restart dockerd; on CPU-only CI use --smoke-device cpu",
+            )
+        )
+    cli = shutil.which("nvidia-container-cli")
+    if cli:
+        done = subprocess.run([cli, "--version"], capture_output=True, text=True, check=False, timeout=10)
+        first = (done.stdout or done.stderr).strip().splitlines()
+        checks.append(
+            Check("container toolkit", "ok", first[0] if first else "nvidia-container-cli present", None)
+        )
+    else:
+        checks.append(
+            Check(
+                "container toolkit",
+                "fail" if checks[-1].status == "fail" else "warn",
+                "nvidia-container-cli not found",
+                "install nvidia-container-toolkit (it provides nvidia-container-cli and nvidia-ctk)",
+            )
+        )
+    return checks
+
+
+# ---------------------------------------------------------------------------------------------
+# can this host run a given stack
+
+
+def stack_verdict(
+    matrix: Matrix,
+    smi: SmiReport | None,
+    *,
+    name: str,
+    cuda: str,
+    compat: str,
+    arch: str | None,
+    requirement: str | None,
+    disabled: bool = False,
+) -> list[Check]:
+    driver = _driver(smi)
+    if driver is None:
+        return [Check(name, "skip", "no driver visible to compare against", None)]
+    cuda_minor = parse_minor(cuda)
+    floor_row = matrix.ga_floor.get(cuda_minor)
+    compat_row = matrix.minor_compat.get(cuda_minor[0])
+    native = bool(floor_row and floor_row.min_driver and driver.at_least(floor_row.min_driver))
+    via_compat = bool(compat_row and driver.at_least(compat_row.min_driver))
+    floor = format_driver(floor_row.min_driver) if floor_row and floor_row.min_driver else "unknown"
+    host = f"this host has {driver} (CUDA {smi.cuda_version or '?'})"
+    checks = []
+    starts = True
+    refused = ""
+    if requirement and not disabled and smi and smi.cuda_version:
+        ok, unmet = require_satisfied(requirement, smi.cuda_version, smi.driver_version, smi.brand)
+        if not ok:
+            starts = False
+            refused = (
+                f"; the image's NVIDIA_REQUIRE_CUDA ({requirement}) makes the container toolkit refuse "
+                f"to start it (first unmet: {unmet})"
+            )
+    if native and starts:
+        checks.append(Check(name, "ok", f"runs natively: CUDA {cuda} needs driver >= {floor}; {host}", None))
+    elif via_compat and compat == "minor" and starts:
+        checks.append(
+            Check(
+                name,
+                "ok",
+                f"runs via minor-version compatibility (no PTX JIT of newer code): CUDA "
+                f"{cuda} needs >= {format_driver(compat_row.min_driver)} this way; {host}",
+                None,
+            )
+        )
+    else:
+        native_cuda = native_cuda_of(matrix, driver)
+        alternatives = (
+            f"or relock for this driver: `envbuild resolve --driver {driver}` gives stacks for "
+            f"CUDA <= {format_minor(native_cuda)}"
+            if native_cuda
+            else ""
+        )
+        if via_compat:
+            alternatives += (
+                f'; compat = "minor" would run CUDA {cuda_minor[0]}.x on >= '
+                f"{format_driver(compat_row.min_driver)}"
+            )
+        checks.append(
+            Check(
+                name,
+                "fail",
+                f"will not start natively: CUDA {cuda} needs driver >= {floor}; {host}{refused}",
+                f"upgrade the driver to >= {floor} (R{floor.split('.')[0]} or newer), " + alternatives,
+            )
+        )
+    gpu_checks = _arch_checks(smi, name, arch, allow_ptx=native)
+    return checks + gpu_checks
+
+
+def _arch_checks(smi: SmiReport | None, name: str, arch: str | None, *, allow_ptx: bool) -> list[Check]:
+    if not arch or smi is None:
+        return []
+    arch_list = parse_arch_list(arch)
+    checks = []
+    for gpu in smi.gpus:
+        cc = gpu.compute_capability
+        if cc is None:
+            continue
+        if arch_list.covers(cc, allow_ptx=allow_ptx):
+            continue
+        checks.append(
+            Check(
+                f"{name} GPU {gpu.index}",
+                "fail",
+                f"no kernel image is available for execution on the device: {gpu.name} "
+                f"(compute capability {cc[0]}.{cc[1]}) is not in the build's archs {arch}",
+                f"pick a build that lists {cc[0]}.{cc[1]}: envbuild resolve --gpu {cc[0]}.{cc[1]}",
+            )
+        )
+    if not checks and any(g.compute_capability for g in smi.gpus):
+        checks.append(Check(f"{name} GPUs", "ok", f"every GPU is covered by the build's archs {arch}", None))
+    return checks
+
+
+def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]:
+    from envbuild.lock.locker import load_lock
+    from envbuild.matrix.lifecycle import base_image_warning, today
+
+    lock, _ = load_lock(path)
+    checks = []
+    day = today()
+    for target in lock.targets:
+        warning = base_image_warning(matrix, target.base_image, day)
+        if warning:
+            checks.append(Check(f"lock {target.name} base image", "warn", warning.message, warning.fix))
+        stack = dict(target.stack)
+        compat = stack.get("compat", "native")
+        cuda = stack["cuda"]
+        requirement = None
+        if target.strategy != "base-image":  # what render writes into wheels and conda images
+            requirement = f"cuda>={cuda}" if compat == "native" else f"cuda>={cuda.split('.')[0]}.0"
+        checks += stack_verdict(
+            matrix,
+            smi,
+            name=f"lock {target.name}",
+            cuda=cuda,
+            compat=compat,
+            arch=stack.get("arch"),
+            requirement=requirement,
+        )
+    return checks
+
+
+def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]:
+    try:
+        import docker
+
+        image = docker.from_env(timeout=10).images.get(ref)
+    except Exception as exc:
+        return [
+            Check(
+                f"image {ref}",
+                "fail",
+                f"cannot inspect it: {str(exc).splitlines()[0][:200]}",
+                "pull it first (docker pull), or check the reference",
+            )
+        ]
+    config: dict[str, Any] = image.attrs.get("Config") or {}
+    labels = config.get("Labels") or {}
+    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    cuda = labels.get("io.envbuild.cuda")
+    requirement = (
+        " ".join(
+            v
+            for k, v in sorted(env.items())
+            if k.startswith("NVIDIA_REQUIRE_") and k != "NVIDIA_REQUIRE_JETPACK"
+        )
+        or None
+    )
+    disabled = env.get("NVIDIA_DISABLE_REQUIRE", "").lower() in ("1", "t", "true", "yes")
+    if cuda is None:
+        version = env.get("CUDA_VERSION")
+        if not version:
+            return [
+                Check(
+                    f"image {ref}",
+                    "skip",
+                    "no io.envbuild.cuda label or CUDA_VERSION: not a CUDA image envbuild can judge",
+                    None,
+                )
+            ]
+        cuda = ".".join(version.split(".")[:2])
+    return stack_verdict(
+        matrix,
+        smi,
+        name=f"image {ref}",
+        cuda=cuda,
+        compat=labels.get("io.envbuild.compat", "native"),
+        arch=labels.get("io.envbuild.gpu-arch"),
+        requirement=requirement,
+        disabled=disabled,
+    )
+
+
+def run_doctor(
+    matrix: Matrix, *, lock: str | None = None, image: str | None = None, nvidia_smi: str = "nvidia-smi"
+) -> list[Check]:
+    from envbuild.host.nvsmi import query
+
+    smi, problem = None, None
+    try:
+        smi = query(nvidia_smi)
+    except SmiUnavailable as exc:
+        problem = str(exc)
+    except (OSError, subprocess.SubprocessError) as exc:
+        problem = f"nvidia-smi could not run: {exc}"
+    smi = with_capabilities(matrix, smi)
+    checks = check_smi(smi, problem)
+    checks.append(check_driver(matrix, smi))
+    checks += check_gpus(smi)
+    checks += check_docker()
+    if lock:
+        checks += lock_checks(matrix, smi, lock)
+    if image:
+        checks += image_checks(matrix, smi, image)
+    return checks
+
+
+_COLOURS = {"ok": "\033[32m", "warn": "\033[33m", "fail": "\033[31m", "skip": "\033[2m"}
+
+
+def to_text(checks: list[Check], *, colour: bool | None = None) -> str:
+    colour = os.isatty(1) and not os.environ.get("NO_COLOR") if colour is None else colour
+    width = max(len(c.name) for c in checks)
+    lines = []
+    for check in checks:
+        status = f"{check.status:>4}"
+        if colour:
+            status = f"{_COLOURS[check.status]}{status}\033[0m"
+        lines.append(f"[{status}] {check.name.ljust(width)}  {check.evidence}")
+        if check.fix:
+            lines.append(f"       {' ' * width}  fix: {check.fix}")
+    failed = sum(c.status == "fail" for c in checks)
+    warned = sum(c.status == "warn" for c in checks)
+    lines.append(f"{failed} failed, {warned} warning(s), {len(checks)} checks")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(checks: list[Check]) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "ok": not any(c.status == "fail" for c in checks),
+            "checks": [
+                {"name": c.name, "status": c.status, "evidence": c.evidence, "fix": c.fix} for c in checks
+            ],
+        },
+        indent=2,
+    )

@@ -1,0 +1,358 @@
+"""Build backends: run `docker build` on a rendered context and return the (untagged) image id.
+
+Two backends. `api` talks to the Engine through the docker SDK and the classic builder; it works with
+any Engine and needs no client binary. `buildkit` runs the docker client with DOCKER_BUILDKIT=1 and
+`--progress=plain`; it caches better (`RUN --mount`, parallel stages) but needs a client that can run
+BuildKit builds: the 20.10/22.x client with its embedded BuildKit, or a newer one with buildx.
+
+Both write the full build output to a log file as they go, report "step n/m: <instruction>" lines to a
+progress callback, never tag the image, and turn a failed build into a BuildError that names the step.
+The docker SDK is imported inside functions: `envbuild resolve` must not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.errors import EnvbuildError, UsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import IO, Any
+
+BACKENDS = ("auto", "buildkit", "api")
+
+# classic builder: "Step 4/10 : RUN pip install ..."
+_API_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+# BuildKit plain progress: "#7 [ 4/10] RUN ...", "#9 [builder 2/5] COPY ...", "#3 [internal] load ..."
+_BK_LINE = re.compile(r"^#(\d+) (.*)$")
+_BK_STEP = re.compile(r"^\[(?:([^\]\s]+) +)? *(\d+)/(\d+)\] (.*)$")
+_ERROR_WORD = re.compile(r"error", re.IGNORECASE)
+
+
+class BuildError(EnvbuildError):
+    """A build that failed (or could not start): names the failing step; the fix points at the log."""
+
+
+class BuildResult(Record):
+    __slots__ = ("image_id", "backend", "seconds", "steps")
+    image_id: str  # "sha256:..."
+    backend: str  # "api" | "buildkit"
+    seconds: float
+    steps: int  # distinct steps seen in the output
+
+
+def docker_cli() -> str | None:
+    """$DOCKER_CLI, else Debian's /usr/bin/docker (BuildKit-capable), else the first docker on PATH."""
+    explicit = os.environ.get("DOCKER_CLI")
+    if explicit:
+        return explicit
+    if os.path.exists("/usr/bin/docker"):
+        return "/usr/bin/docker"
+    return shutil.which("docker")
+
+
+_BUILDKIT_CACHE: dict[str, bool] = {}
+
+
+def _client_major(cli: str) -> int | None:
+    try:
+        # exits 1 when the Engine is unreachable, but still prints the client version
+        out = subprocess.run(
+            [cli, "version", "--format", "{{.Client.Version}}"], capture_output=True, text=True, timeout=20
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.match(r"(\d+)\.", out)
+    return int(match.group(1)) if match else None
+
+
+def buildkit_available(cli: str | None = None) -> bool:
+    """Whether `cli` can run BuildKit builds: a 20.10/22.x client (embedded BuildKit) or buildx."""
+    cli = cli or docker_cli()
+    if not cli:
+        return False
+    if cli not in _BUILDKIT_CACHE:
+        major = _client_major(cli)
+        if major is not None and major < 23:
+            ok = True
+        else:
+            try:
+                ok = (
+                    subprocess.run(
+                        [cli, "buildx", "version"], capture_output=True, timeout=20, check=False
+                    ).returncode
+                    == 0
+                )
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+        _BUILDKIT_CACHE[cli] = ok
+    return _BUILDKIT_CACHE[cli]
+
+
+def choose_backend(requested: str) -> str:
+    if requested not in BACKENDS:
+        raise UsageError(
+            f"unknown builder {requested!r}", fix=f"use one of: {', '.join(BACKENDS)} (e.g. --builder auto)"
+        )
+    if requested == "api":
+        return "api"
+    if buildkit_available():
+        return "buildkit"
+    if requested == "auto":
+        return "api"
+    raise BuildError(
+        f"the docker client ({docker_cli() or 'none found'}) cannot run BuildKit builds",
+        fix="install docker-buildx, or use --builder api",
+    )
+
+
+def build_image(
+    context: str,
+    *,
+    backend: str,
+    log_path: str,
+    no_cache: bool = False,
+    progress: Callable[[str], None] | None = None,
+    labels: dict[str, str] | None = None,
+) -> BuildResult:
+    """Build `context` untagged with `backend` ("api" | "buildkit" | "auto"); full output to log_path."""
+    backend = choose_backend(backend) if backend == "auto" else backend
+    if backend not in ("api", "buildkit"):
+        raise UsageError(f"unknown builder {backend!r}", fix="use one of: auto, buildkit, api")
+    if not os.path.isdir(context):
+        raise BuildError(f"build context {context} is not a directory", fix="run `envbuild render` first")
+    parent = os.path.dirname(os.path.abspath(log_path))
+    os.makedirs(parent, exist_ok=True)
+    started = time.monotonic()
+    with open(log_path, "w", encoding="utf-8", errors="replace", buffering=1) as log:
+        log.write(f"# envbuild build: backend={backend} context={os.path.abspath(context)}\n")
+        try:
+            if backend == "api":
+                image_id, steps = _build_api(context, log, log_path, no_cache, progress, labels)
+            else:
+                image_id, steps = _build_buildkit(context, log, log_path, no_cache, progress, labels)
+        except BaseException as exc:
+            # the log ends with why it stopped, never mid-line without a word
+            reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            log.write(f"\n# envbuild: build stopped: {reason}\n")
+            raise
+        finally:
+            close = getattr(progress, "close", None)  # a Progress ends its redrawn line
+            if callable(close):
+                close()
+        seconds = time.monotonic() - started
+        log.write(f"# envbuild: built {image_id} in {seconds:.1f}s\n")
+    return BuildResult(image_id, backend, seconds, steps)
+
+
+def _failure(step: str | None, detail: str, log_path: str) -> BuildError:
+    where = f"at step {step}" if step else "before the first step"
+    return BuildError(f"docker build failed {where}: {detail}", fix=f"read the full log: {log_path}")
+
+
+def _build_api(
+    context: str,
+    log: IO[str],
+    log_path: str,
+    no_cache: bool,
+    progress: Callable[[str], None] | None,
+    labels: dict[str, str] | None,
+) -> tuple[str, int]:
+    import docker
+    import docker.errors
+    import docker.utils
+
+    try:
+        client = docker.APIClient(version="auto", timeout=None, **docker.utils.kwargs_from_env())
+    except docker.errors.DockerException as exc:
+        raise BuildError(
+            f"cannot reach the Docker Engine: {exc}", fix="start dockerd, or set DOCKER_HOST to its socket"
+        ) from exc
+    step: str | None = None
+    steps = 0
+    image_id: str | None = None
+    short_id: str | None = None
+    stream: Any = None
+    try:
+        stream = client.build(
+            path=context,
+            decode=True,
+            rm=True,
+            forcerm=True,
+            nocache=no_cache,
+            pull=False,
+            labels=labels,
+        )
+        for chunk in stream:
+            text = chunk.get("stream")
+            if text:
+                log.write(text)
+                for line in text.splitlines():
+                    match = _API_STEP.match(line.strip())
+                    if match:
+                        steps += 1
+                        step = f"{match.group(1)}/{match.group(2)} ({match.group(3)})"
+                        if progress:
+                            progress(f"step {match.group(1)}/{match.group(2)}: {match.group(3)}")
+                    elif line.startswith("Successfully built "):
+                        short_id = line.split()[-1]
+            if "status" in chunk:
+                log.write(f"{chunk['status']} {chunk.get('progress', '')}".rstrip() + "\n")
+            if "error" in chunk or "errorDetail" in chunk:
+                detail = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message") or str(chunk)
+                log.write(f"ERROR: {detail}\n")
+                raise _failure(step, detail.strip(), log_path)
+            aux = chunk.get("aux")
+            if isinstance(aux, dict) and aux.get("ID"):
+                image_id = aux["ID"]
+        if image_id is None and short_id is not None:
+            image_id = client.inspect_image(short_id)["Id"]
+    except docker.errors.DockerException as exc:
+        log.write(f"ERROR: {exc}\n")
+        raise _failure(step, str(exc), log_path) from exc
+    finally:
+        if stream is not None and hasattr(stream, "close"):
+            stream.close()
+        client.close()  # drops the connection: an interrupted build is cancelled by the Engine
+    if image_id is None:
+        raise _failure(step, "the Engine reported no image id", log_path)
+    return image_id, steps
+
+
+def _build_buildkit(
+    context: str,
+    log: IO[str],
+    log_path: str,
+    no_cache: bool,
+    progress: Callable[[str], None] | None,
+    labels: dict[str, str] | None,
+) -> tuple[str, int]:
+    cli = docker_cli()
+    if not cli or not buildkit_available(cli):
+        raise BuildError(
+            f"the docker client ({cli or 'none found'}) cannot run BuildKit builds",
+            fix="install docker-buildx, or use --builder api",
+        )
+    tmpdir = tempfile.mkdtemp(prefix="envbuild-iid-")
+    iidfile = os.path.join(tmpdir, "iid")
+    command = [cli, "build", "--progress=plain", "--iidfile", iidfile]
+    if no_cache:
+        command.append("--no-cache")
+    for key, value in (labels or {}).items():
+        command += ["--label", f"{key}={value}"]
+    command.append(context)
+    log.write("$ " + " ".join(command) + "\n")
+    titles: dict[str, str] = {}  # vertex "#7" -> its first line, e.g. "[ 4/10] RUN ..."
+    seen: set[tuple[str, str]] = set()
+    failed_vertex: str | None = None
+    last_step: str | None = None
+    errors: deque[str] = deque(maxlen=15)
+    tail: deque[str] = deque(maxlen=15)
+    try:
+        proc = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "DOCKER_BUILDKIT": "1"},
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+        )
+    except OSError as exc:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+        raise BuildError(f"cannot run {cli}: {exc}", fix="install docker.io, or use --builder api") from exc
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            line = line.rstrip("\n")
+            tail.append(line)
+            if _ERROR_WORD.search(line):
+                errors.append(line)
+            match = _BK_LINE.match(line)
+            if not match:
+                continue
+            vertex, rest = match.groups()
+            if vertex not in titles:
+                titles[vertex] = rest
+                step = _BK_STEP.match(rest)
+                if step:
+                    stage, n, m, instruction = step.groups()
+                    last_step = f"{n}/{m} ({instruction})"
+                    if (stage or "", n) not in seen:
+                        seen.add((stage or "", n))
+                        if progress:
+                            text = f"[{stage}] {instruction}" if stage else instruction
+                            progress(f"step {n}/{m}: {text}")
+            elif rest.startswith("ERROR") and failed_vertex is None:
+                failed_vertex = vertex
+        code = proc.wait()
+        if code != 0:
+            if failed_vertex is not None:
+                step_match = _BK_STEP.match(titles[failed_vertex])
+                if step_match:
+                    _, n, m, instruction = step_match.groups()
+                    where = f"{n}/{m} ({instruction})"
+                else:
+                    where = titles[failed_vertex]
+            else:
+                where = last_step
+            detail = "\n".join(dict.fromkeys(errors or tail)) or f"exit status {code}"
+            raise _failure(where, f"exit status {code}\n{detail}", log_path)
+        with open(iidfile, encoding="utf-8") as handle:
+            image_id = handle.read().strip()
+        if not image_id.startswith("sha256:"):
+            raise _failure(last_step, f"unexpected image id {image_id!r} in --iidfile", log_path)
+        return image_id, len(seen)
+    except BaseException:
+        if proc.poll() is None:
+            proc.kill()
+        raise
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+class Progress:
+    """A progress callback: one redrawn line on a TTY, plain "step n/m: text" lines (on change) in CI."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.started = time.monotonic()
+        self.last: str | None = None
+
+    def __call__(self, line: str) -> None:
+        head, sep, text = line.partition(": ")
+        step, text = (head[5:], text) if sep and head.startswith("step ") else ("", line)
+        if self.tty:
+            prefix = f"\r[step {step}] " if step else "\r"
+            suffix = f" ({time.monotonic() - self.started:.1f}s)"
+            room = max(shutil.get_terminal_size().columns - len(prefix) - len(suffix), 8)
+            cut = text if len(text) <= room else text[: room - 1] + "…"
+            self.stream.write(prefix + cut + suffix + "\x1b[K")
+        elif step != self.last or not step:
+            self.stream.write(line + "\n")
+        self.last = step
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End the redrawn line (TTY only)."""
+        if self.tty and self.last is not None:
+            self.stream.write("\n")
+            self.stream.flush()

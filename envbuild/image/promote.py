@@ -1,0 +1,221 @@
+"""`promote`: label a verified image, tag it, and optionally push the tags.
+
+Only an image whose smoke report passed is promoted. The promoted image is a metadata-only image on
+top of the verified one (a `FROM <id>` + `LABEL` build with the Engine's classic builder, which adds
+no filesystem layer), carrying:
+
+    io.envbuild.verified=true
+    io.envbuild.smoke.device=<cpu|gpu>
+    io.envbuild.smoke.report-digest=sha256:<sha256 of the canonical JSON of the report>
+    io.envbuild.smoke.framework=<torch|tensorflow|jax>
+
+Pushes report failures inside the progress stream rather than as an HTTP error, so every chunk is
+read and an "error"/"errorDetail" chunk counts as a failure; the digest comes from the
+{"aux": {"Digest": ...}} chunk. Nothing here prints, and no credential ever goes in a message.
+
+`docker` is imported inside the functions: importing this module costs nothing at start-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+
+from envbuild._util.record import Record
+from envbuild.errors import EnvbuildError, UsageError
+
+PUSH_TIMEOUT_S = 600
+BACKOFF_START_S = 1.0
+
+
+class PromoteError(EnvbuildError):
+    """The image could not be promoted: not verified, the label build failed, or a push failed."""
+
+
+class Promotion(Record):
+    """image_id: the promoted (labelled) image; tags: the tags it got; pushed: ((tag, digest), ...)."""
+
+    __slots__ = ("image_id", "tags", "pushed")
+    image_id: str
+    tags: tuple[str, ...]
+    pushed: tuple[tuple[str, str], ...]
+
+
+def report_digest(report: dict) -> str:
+    """ "sha256:" + the sha256 of the report's canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(report, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def split_tag(ref: str) -> tuple[str, str]:
+    """ "host:5000/team/img:v1" -> ("host:5000/team/img", "v1"); no tag -> "latest"."""
+    colon, slash = ref.rfind(":"), ref.rfind("/")
+    if colon > slash:
+        return ref[:colon], ref[colon + 1 :]
+    return ref, "latest"
+
+
+def labels_for(report: dict, device: str) -> dict[str, str]:
+    return {
+        "io.envbuild.verified": "true",
+        "io.envbuild.smoke.device": device,
+        "io.envbuild.smoke.report-digest": report_digest(report),
+        "io.envbuild.smoke.framework": str(report.get("framework", "")),
+    }
+
+
+def _dockerfile(image_id: str, labels: dict[str, str]) -> bytes:
+    # one LABEL instruction: the classic builder commits an image per instruction, and intermediate
+    # images would be left behind as parents of the promoted one
+    pairs = " ".join(f"{key}={json.dumps(value)}" for key, value in labels.items())
+    return f"FROM {image_id}\nLABEL {pairs}\n".encode()
+
+
+def _chunk_error(chunk: object) -> str | None:
+    if not isinstance(chunk, dict):
+        return None
+    if chunk.get("error") or chunk.get("errorDetail"):
+        detail = chunk.get("errorDetail")
+        message = chunk.get("error") or (detail.get("message") if isinstance(detail, dict) else detail)
+        return str(message or "unknown error").strip()
+    return None
+
+
+def promote(
+    image_id: str,
+    *,
+    tags: list[str],
+    report: dict,
+    device: str,
+    push: bool = False,
+    retries: int = 3,
+) -> Promotion:
+    """Label the verified image `image_id`, tag it with every tag, and push them when `push`.
+
+    `retries` is how many more times a failed push of one tag is tried, waiting 1 s, 2 s, 4 s, ...
+    """
+    if not isinstance(report, dict) or report.get("passed") is not True:
+        raise PromoteError(
+            "only images whose smoke step passed are promoted",
+            fix="fix what the smoke report's failed gates name, rebuild, and verify again",
+        )
+    if not tags:
+        raise UsageError("promote needs at least one tag", fix="pass one or more REPOSITORY:TAG")
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=PUSH_TIMEOUT_S)
+    except docker.errors.DockerException as exc:
+        raise PromoteError(
+            f"cannot reach the Docker Engine: {exc}",
+            fix="start dockerd, or point DOCKER_HOST at a running engine",
+        ) from None
+
+    promoted = _label(client, image_id, labels_for(report, device))
+    for ref in tags:
+        repository, tag = split_tag(ref)
+        try:
+            client.api.tag(promoted, repository, tag=tag, force=True)
+        except docker.errors.APIError as exc:
+            raise PromoteError(
+                f"tagging the promoted image as {ref} failed: {exc.explanation or exc}",
+                fix="check the tag: REPOSITORY[:TAG] with a lowercase repository",
+            ) from None
+
+    pushed: list[tuple[str, str]] = []
+    if push:
+        for ref in tags:
+            try:
+                pushed.append((ref, _push(client, ref, retries)))
+            except PromoteError as exc:
+                exc.pushed = tuple(pushed)  # type: ignore[attr-defined]  # what did make it, for callers
+                raise
+    return Promotion(promoted, tuple(tags), tuple(pushed))
+
+
+def _label(client: object, image_id: str, labels: dict[str, str]) -> str:
+    """Build FROM image_id + LABELs with the classic builder; the new image's id."""
+    import docker.errors
+
+    api = client.api  # type: ignore[attr-defined]
+    try:
+        api.inspect_image(image_id)
+    except docker.errors.ImageNotFound:
+        raise PromoteError(
+            f"image {image_id!r} is not in this Docker Engine", fix="build and verify it first"
+        ) from None
+    built: str | None = None
+    try:
+        stream = api.build(
+            fileobj=io.BytesIO(_dockerfile(image_id, labels)),
+            decode=True,
+            rm=True,
+            forcerm=True,
+            pull=False,
+        )
+        for chunk in stream:
+            error = _chunk_error(chunk)
+            if error:
+                raise PromoteError(
+                    f"labelling the verified image failed: {error}",
+                    fix="check that dockerd is healthy (`docker info`) and the image id is right",
+                )
+            aux = chunk.get("aux") if isinstance(chunk, dict) else None
+            if isinstance(aux, dict) and aux.get("ID"):
+                built = str(aux["ID"])
+    except docker.errors.APIError as exc:
+        raise PromoteError(
+            f"labelling the verified image failed: {exc.explanation or exc}",
+            fix="check that dockerd is healthy (`docker info`) and the image id is right",
+        ) from None
+    if not built:
+        raise PromoteError(
+            "labelling the verified image produced no image id",
+            fix="check that dockerd is healthy (`docker info`)",
+        )
+    return built
+
+
+def _push(client: object, ref: str, retries: int) -> str:
+    """Push one tag, reading the whole stream; its manifest digest, or a PromoteError after retries."""
+    import docker.errors
+    import requests
+
+    repository, tag = split_tag(ref)
+    api = client.api  # type: ignore[attr-defined]
+    delay = BACKOFF_START_S
+    attempts = max(0, int(retries)) + 1
+    error = "unknown error"
+    for attempt in range(attempts):
+        digest: str | None = None
+        error = ""
+        try:
+            for chunk in api.push(repository, tag=tag, stream=True, decode=True):
+                failure = _chunk_error(chunk)
+                if failure:
+                    error = failure
+                    continue  # read to the end: the daemon closes the stream after an error
+                aux = chunk.get("aux") if isinstance(chunk, dict) else None
+                if isinstance(aux, dict) and aux.get("Digest"):
+                    digest = str(aux["Digest"])
+        except docker.errors.APIError as exc:
+            error = str(exc.explanation or exc)
+        except requests.exceptions.RequestException as exc:
+            error = f"lost the connection to the Docker Engine: {exc}"
+        if not error and digest:
+            return digest
+        if not error:
+            error = "the push stream ended without a digest"
+        if attempt + 1 < attempts:
+            time.sleep(delay)
+            delay *= 2
+    host = repository.split("/", 1)[0] if "/" in repository else "docker.io"
+    if "/" in repository and not ("." in host or ":" in host or host == "localhost"):
+        host = "docker.io"
+    raise PromoteError(
+        f"pushing {ref} failed: {error}",
+        fix=f"check the registry is reachable and you are logged in (docker login {host})",
+    )

@@ -1,0 +1,239 @@
+"""`verify`: run the smoke program inside a built image, the way a training job would run it.
+
+`verify_image(image, device="gpu")` creates a container from the image (its own non-root USER, no
+network), asks the Engine for every GPU when device is "gpu", runs
+`python /opt/envbuild/smoke.py --device D --steps N --precision P`, reads the JSON report from the
+last line of its stdout and checks it against smoke/schema.json. The container is always removed,
+on success, failure, timeout and Ctrl-C alike.
+
+Errors the Engine reports when it cannot give the container a GPU are turned into messages that say
+what to fix (`explain_engine_error`). Nothing here prints: callers print.
+
+`docker` and `requests` are imported inside the functions: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import time
+import uuid
+
+from envbuild._util.record import Record
+from envbuild.errors import EnvbuildError, UsageError
+from envbuild.smoke.report import parse_report, validate
+
+SMOKE_PATH = "/opt/envbuild/smoke.py"
+ROLE_LABEL = "io.envbuild.role"
+DEVICES = ("cpu", "gpu")
+
+_NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
+_CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
+
+
+class VerifyError(EnvbuildError):
+    """The smoke step could not run, or ran but produced no usable report."""
+
+
+class Verification(Record):
+    """What one smoke run inside an image gave.
+
+    report: the parsed, schema-valid smoke report. passed: report["passed"] and exit code 0.
+    seconds: wall time from container start to exit. device: "cpu" or "gpu" as requested.
+    exit_code: the smoke program's exit status.
+    """
+
+    __slots__ = ("report", "passed", "seconds", "device", "exit_code")
+    report: dict
+    passed: bool
+    seconds: float
+    device: str
+    exit_code: int
+
+
+def _driver_floor(major: int, minor: int) -> str | None:
+    """The minimum driver of CUDA major.minor from the bundled matrix, formatted, or None."""
+    try:
+        from envbuild.matrix.model import load_matrix
+        from envbuild.matrix.versions import format_driver
+
+        row = load_matrix().ga_floor.get((major, minor))
+    except (EnvbuildError, OSError, ValueError):
+        return None
+    if row is None or not row.min_driver:
+        return None
+    return format_driver(row.min_driver)
+
+
+def explain_engine_error(text: str) -> VerifyError | None:
+    """A VerifyError saying what to fix for an Engine error text we recognise, else None.
+
+    Pure apart from reading the bundled matrix for the driver floor of an unsatisfied CUDA condition.
+    """
+    if _NO_GPU_RE.search(text):
+        return VerifyError(
+            "this Docker host cannot give containers a GPU: install or configure the NVIDIA Container "
+            "Toolkit, or use `--smoke-device cpu` on CPU-only CI",
+            fix="install nvidia-container-toolkit, run `nvidia-ctk runtime configure --runtime=docker` "
+            "and restart dockerd; check with `docker run --rm --gpus all <image> nvidia-smi`",
+        )
+    match = _CUDA_CONDITION_RE.search(text)
+    if match:
+        major, minor = int(match.group(1)), int(match.group(2))
+        floor = _driver_floor(major, minor)
+        needs = f">= {floor}" if floor else f"the CUDA {major}.{minor} minimum"
+        return VerifyError(
+            f"the host driver is too old for this image: needs {needs} (CUDA {major}.{minor})",
+            fix="upgrade the host's NVIDIA driver, or build for an older CUDA that this driver supports "
+            "(`envbuild doctor` shows the host driver; `nvidia-smi` its version)",
+        )
+    return None
+
+
+def _engine_error(exc: Exception, doing: str) -> VerifyError:
+    text = getattr(exc, "explanation", None) or str(exc)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    known = explain_engine_error(str(text)) or explain_engine_error(str(exc))
+    if known is not None:
+        return known
+    return VerifyError(
+        f"the Docker Engine could not {doing} the smoke container: {text}",
+        fix="check the image reference and that dockerd is healthy (`docker info`)",
+    )
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
+    return " | ".join(tail)
+
+
+def verify_image(
+    image: str,
+    *,
+    device: str = "gpu",
+    steps: int = 20,
+    precision: str = "fp32",
+    timeout: int = 600,
+    env: dict[str, str] | None = None,
+) -> Verification:
+    """Run the image's smoke program in a throw-away container; the container never outlives the call."""
+    if device not in DEVICES:
+        raise UsageError(f"smoke device {device!r} is not valid", fix="use one of: cpu, gpu")
+    import docker
+    import docker.errors
+    import docker.types
+    import requests
+
+    try:
+        client = docker.from_env(timeout=max(timeout, 60))
+    except docker.errors.DockerException as exc:
+        raise VerifyError(
+            f"cannot reach the Docker Engine: {exc}",
+            fix="start dockerd, or point DOCKER_HOST at a running engine",
+        ) from None
+
+    if "@sha256:" in image:  # a candidate from a remote builder: pull it by digest when it is not local
+        try:
+            client.images.get(image)
+        except docker.errors.ImageNotFound:
+            try:
+                client.images.pull(image)
+            except docker.errors.APIError as exc:
+                raise VerifyError(
+                    f"cannot pull {image}: {exc.explanation or exc}",
+                    fix="check the registry is reachable and you are logged in (docker login)",
+                ) from None
+
+    command = ["python", SMOKE_PATH, "--device", device, "--steps", str(steps), "--precision", precision]
+    options: dict[str, object] = {
+        "command": command,
+        "name": f"envbuild-smoke-{uuid.uuid4().hex[:12]}",
+        "network_disabled": True,
+        "network_mode": "none",
+        "labels": {ROLE_LABEL: "smoke"},
+        "environment": dict(env) if env else None,
+        "detach": True,
+    }
+    if device == "gpu":
+        # count=-1 is every GPU: the default count of a DeviceRequest is 0 GPUs
+        options["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+
+    container = None
+    try:
+        try:
+            container = client.containers.create(image, **options)
+        except docker.errors.ImageNotFound:
+            raise VerifyError(
+                f"image {image!r} is not in this Docker Engine",
+                fix="build it first (`envbuild build`), or pull it",
+            ) from None
+        except docker.errors.APIError as exc:
+            raise _engine_error(exc, "create") from None
+        started = time.monotonic()
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            raise _engine_error(exc, "start") from None
+        try:
+            result = container.wait(timeout=timeout)
+        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as exc:
+            waited = time.monotonic() - started
+            if isinstance(exc, requests.exceptions.Timeout) or waited >= timeout * 0.9:
+                with contextlib.suppress(docker.errors.APIError):
+                    container.kill()
+                raise VerifyError(
+                    f"the smoke step did not finish within {timeout}s",
+                    fix="a hang in the first steps usually means a driver or NCCL problem (run "
+                    "nvidia-smi, retry with NCCL_DEBUG=INFO); a slow but healthy image needs a larger "
+                    "[smoke] timeout",
+                ) from None
+            raise VerifyError(
+                f"lost the connection to the Docker Engine while the smoke step ran: {exc}",
+                fix="check that dockerd is healthy (`docker info`) and retry",
+            ) from None
+        seconds = round(time.monotonic() - started, 3)
+        exit_code = int(result.get("StatusCode", -1))
+        stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+    finally:
+        _remove(client, container, str(options["name"]), quiet=sys.exc_info()[1] is not None)
+
+    report = parse_report(stdout)
+    if report is None:
+        tail = _tail(stderr) or _tail(stdout)
+        raise VerifyError(
+            f"the smoke program printed no report (exit {exit_code})",
+            fix=("its last output was: " + tail) if tail else "it printed nothing at all",
+        )
+    problems = validate(report)
+    if problems:
+        raise VerifyError(
+            "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5]),
+            fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
+        )
+    return Verification(report, bool(report["passed"]) and exit_code == 0, seconds, device, exit_code)
+
+
+def _remove(client: object, container: object, name: str, *, quiet: bool) -> None:
+    """Force-remove the smoke container; by name when create was interrupted before returning it.
+
+    quiet: an exception is already on its way out, and a failed removal must not replace it.
+    """
+    import docker.errors
+    import requests
+
+    try:
+        if container is None:
+            container = client.containers.get(name)  # type: ignore[attr-defined]
+        container.remove(force=True)  # type: ignore[attr-defined]
+    except docker.errors.NotFound:
+        pass
+    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+        if quiet or "already in progress" in str(exc):
+            return
+        raise VerifyError(
+            f"could not remove the smoke container {name}: {exc}",
+            fix=f"remove it by hand: docker rm -f {name}",
+        ) from None

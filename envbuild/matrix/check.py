@@ -1,0 +1,179 @@
+"""Cross-reference checks for `envbuild matrix check`, beyond the per-row schema.
+
+The schema says a row is well formed; these say the rows agree with each other, so that a resolver
+reading them cannot produce a stack the data does not support.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from envbuild.matrix.model import Matrix
+from envbuild.matrix.versions import format_driver, format_minor
+from envbuild.resolve.query import _gpu_keys
+
+
+def check_matrix(matrix: Matrix) -> list[str]:
+    return (
+        _check_cuda(matrix)
+        + _check_branches(matrix)
+        + _check_gpus(matrix)
+        + _check_frameworks(matrix)
+        + _check_images(matrix)
+    )
+
+
+def summary(matrix: Matrix) -> str:
+    releases = sum(len(fw.releases) for fw in matrix.frameworks)
+    variants = sum(len(r.variants) for fw in matrix.frameworks for r in fw.releases)
+    frameworks = ", ".join(f"{fw.name} {len(fw.releases)}" for fw in matrix.frameworks)
+    return (
+        f"{len(matrix.cuda)} CUDA releases, {len(matrix.branches)} driver branches, "
+        f"{len(matrix.gpus)} GPUs, {len(matrix.cudnn)} cuDNN rows, {len(matrix.images)} base "
+        f"images, {releases} framework releases ({frameworks}) with {variants} CUDA builds; "
+        f"digest {matrix.digest[:12]}"
+    )
+
+
+def _check_cuda(matrix: Matrix) -> list[str]:
+    errors = []
+    versions = Counter(c.version for c in matrix.cuda)
+    errors += [
+        f"drivers.toml: CUDA {format_minor(v)} is listed {n} times" for v, n in versions.items() if n > 1
+    ]
+    minors = {c.version[:2] for c in matrix.cuda}
+    ga_count = Counter(c.version[:2] for c in matrix.cuda if c.ga)
+    for minor in sorted(minors):
+        if ga_count[minor] != 1:
+            errors.append(
+                f"drivers.toml: CUDA {format_minor(minor)} has {ga_count[minor]} rows "
+                f"with ga = true; exactly one is needed (it sets the native floor)"
+            )
+    # minimum drivers never go down as CUDA goes up
+    last = None
+    for row in matrix.cuda:
+        if row.min_driver is None:
+            continue
+        if last and row.min_driver < last.min_driver:
+            errors.append(
+                f"drivers.toml: CUDA {format_minor(row.version)} needs driver "
+                f"{format_driver(row.min_driver)}, lower than CUDA "
+                f"{format_minor(last.version)}'s {format_driver(last.min_driver)}"
+            )
+        last = row
+    # the 11.x floor (450.80.02) is above 11.0 GA's own driver (450.51.05), so no ordering
+    # against GA floors holds; a floor only has to name a major that has releases
+    for major in matrix.minor_compat:
+        if not any(m[0] == major for m in matrix.ga_floor):
+            errors.append(f"drivers.toml: [[minor_compat]] {major} names a CUDA major with no GA release")
+    return errors
+
+
+def _check_branches(matrix: Matrix) -> list[str]:
+    errors = []
+    for branch in matrix.branches.values():
+        # every CUDA whose GA floor lies in this branch or an older one runs natively on it
+        for minor, row in matrix.ga_floor.items():
+            if row.min_driver and row.min_driver[0] <= branch.branch and minor > branch.native_cuda:
+                errors.append(
+                    f"drivers.toml: R{branch.branch} says native CUDA "
+                    f"{format_minor(branch.native_cuda)}, but CUDA {format_minor(minor)}"
+                    f"'s GA floor {format_driver(row.min_driver)} is in that branch or "
+                    f"an older one"
+                )
+        # and no CUDA whose floor is in a newer branch
+        for minor, row in matrix.ga_floor.items():
+            if row.min_driver and row.min_driver[0] > branch.branch and minor <= branch.native_cuda:
+                errors.append(
+                    f"drivers.toml: R{branch.branch} says native CUDA "
+                    f"{format_minor(branch.native_cuda)}, but CUDA {format_minor(minor)} "
+                    f"needs {format_driver(row.min_driver)}"
+                )
+    return errors
+
+
+def _check_gpus(matrix: Matrix) -> list[str]:
+    errors = []
+    owners: dict[str, str] = {}
+    for gpu in matrix.gpus:
+        for key in _gpu_keys(gpu):
+            other = owners.setdefault(key, gpu.name)
+            if other != gpu.name:
+                errors.append(
+                    f"gpus.toml: alias {key!r} names both {other!r} and {gpu.name!r}; aliases must be unique"
+                )
+        if gpu.max_driver_branch and gpu.max_driver_branch not in matrix.branches:
+            errors.append(
+                f"gpus.toml: {gpu.name}: max_driver_branch {gpu.max_driver_branch} is not a known branch"
+            )
+    return errors
+
+
+def _check_frameworks(matrix: Matrix) -> list[str]:
+    errors = []
+    known_minors = set(matrix.ga_floor)
+    aliases: dict[str, str] = {}
+    for fw in matrix.frameworks:
+        for name in (fw.name, *fw.aliases):
+            other = aliases.setdefault(name, fw.name)
+            if other != fw.name:
+                errors.append(f"framework name {name!r} is used by {other} and {fw.name}")
+        counts = Counter(r.version for r in fw.releases)
+        errors += [f"{fw.name}: release {v} is listed {n} times" for v, n in counts.items() if n > 1]
+        checked: set[int] = set()
+        for release in fw.releases:
+            if id(release.variants) in checked:
+                continue
+            checked.add(id(release.variants))
+            where = release.prov.where
+            names = Counter(v.name for v in release.variants)
+            errors += [f"{where}: variant {n!r} is listed twice" for n, c in names.items() if c > 1]
+            if release.pypi_variant and release.pypi_variant not in names:
+                errors.append(
+                    f"{where}: pypi_variant {release.pypi_variant!r} is not one of its "
+                    f"variants ({', '.join(names)})"
+                )
+            for variant in release.variants:
+                minor = variant.cuda or variant.cuda_min
+                assert minor is not None
+                row = matrix.ga_floor.get(minor)
+                if minor not in known_minors:
+                    errors.append(
+                        f"{variant.prov.where}: CUDA {format_minor(minor)} is not a CUDA "
+                        f"release in drivers.toml"
+                    )
+                elif row is None or row.min_driver is None:
+                    errors.append(
+                        f"{variant.prov.where}: CUDA {format_minor(minor)} has no known "
+                        f"GA minimum driver, so no driver could be checked against it"
+                    )
+    return errors
+
+
+def _check_images(matrix: Matrix) -> list[str]:
+    errors = []
+    known = {c.version for c in matrix.cuda}
+    for image in matrix.images:
+        where = image.prov.where
+        if image.cuda not in known:
+            errors.append(f"{where}: CUDA {format_minor(image.cuda)} is not in drivers.toml")
+        extra = set(image.cudnn_os) - set(image.os)
+        if extra:
+            errors.append(f"{where}: cudnn_os names OSes without base images: {sorted(extra)}")
+        if image.cudnn_os and not image.cudnn_tag:
+            errors.append(f"{where}: cudnn_os is set but cudnn_tag is not")
+    minors = known_minors_of(matrix)
+    majors = {m[0] for m in minors}
+    for cudnn in matrix.cudnn:
+        for low, high in cudnn.cuda:
+            for end in (low, high):
+                # cuDNN also built for CUDA 10.2; only majors drivers.toml covers are checkable
+                if end[0] in majors and end not in minors:
+                    errors.append(
+                        f"{cudnn.prov.where}: CUDA {format_minor(end)} is not a CUDA release in drivers.toml"
+                    )
+    return errors
+
+
+def known_minors_of(matrix: Matrix) -> set[tuple[int, int]]:
+    return {c.version[:2] for c in matrix.cuda}

@@ -1,0 +1,496 @@
+"""Load matrix/*.toml into the objects the resolver reads.
+
+Parsing TOML in pure Python costs more than everything else `envbuild resolve` does, so a validated
+parse is cached as JSON, keyed by checksums of the files' bytes (zlib's: hashlib's OpenSSL load alone
+would cost more start-up time than the rest of a resolve). The sha256 digest a lock records is
+computed with the parse and kept in the cache. Editing any file forces a fresh parse and check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+from envbuild import __version__
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.errors import MatrixError
+from envbuild.matrix.arch import ArchList, parse_arch_list
+from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patch
+
+if TYPE_CHECKING:
+    from typing import Any
+
+CACHE_FORMAT = 1
+FRAMEWORK_ORDER = ("torch", "tensorflow", "jax")
+
+
+class Provenance(Record):
+    __slots__ = ("where", "source", "confidence", "note")
+    where: str  # "drivers.toml [[cuda]] 12.4.0": what a caveat points a reader at
+    source: str
+    confidence: str | None
+    note: str | None
+
+
+class CudaRelease(Record):
+    __slots__ = ("version", "label", "ga", "min_driver", "prov")
+    version: tuple[int, int, int]
+    label: str
+    ga: bool
+    min_driver: tuple[int, ...] | None
+    prov: Provenance
+
+
+class MinorCompat(Record):
+    __slots__ = ("cuda_major", "min_driver", "prov")
+    cuda_major: int
+    min_driver: tuple[int, ...]
+    prov: Provenance
+
+
+class Branch(Record):
+    __slots__ = ("branch", "native_cuda", "type", "eol", "prov")
+    branch: int
+    native_cuda: tuple[int, int]
+    type: str
+    eol: str | None
+    prov: Provenance
+
+
+class Gpu(Record):
+    __slots__ = ("name", "aliases", "cc", "architecture", "data_center", "max_driver_branch", "prov")
+    name: str
+    aliases: tuple[str, ...]
+    cc: tuple[int, int]
+    architecture: str
+    data_center: bool
+    max_driver_branch: int | None
+    prov: Provenance
+
+
+class Variant(Record):
+    __slots__ = (
+        "name",
+        "cuda",
+        "cuda_min",
+        "cudnn",
+        "nccl",
+        "index_url",
+        "extra",
+        "cuda_from",
+        "arch",
+        "prov",
+    )
+    name: str
+    cuda: tuple[int, int] | None  # fixed runtime
+    cuda_min: tuple[int, int] | None  # open range within cuda_min's major
+    cudnn: str | None
+    nccl: str | None
+    index_url: str
+    extra: str | None
+    cuda_from: str
+    arch: ArchList
+    prov: Provenance
+
+
+class Release(Record):
+    __slots__ = ("version", "key", "python", "pypi_variant", "variants", "prov")
+    version: str
+    key: tuple[int, ...]  # sortable release number (the matrix holds final releases only)
+    python: tuple[tuple[int, int], ...]  # ascending
+    pypi_variant: str | None
+    variants: tuple[Variant, ...]
+    prov: Provenance
+
+
+class Framework(Record):
+    __slots__ = ("name", "display_name", "package", "aliases", "conda_packages", "releases", "prov")
+    name: str
+    display_name: str
+    package: str
+    aliases: tuple[str, ...]
+    conda_packages: tuple[str, ...]  # conda-forge names; the last carries the CUDA build string
+    releases: tuple[Release, ...]  # newest first
+    prov: Provenance
+
+
+class OperatingSystem(Record):
+    __slots__ = ("name", "image", "family", "python", "glibc", "prov")
+    name: str  # as nvidia/cuda tags spell it: ubuntu22.04
+    image: str  # the plain base image
+    family: str  # ubuntu | debian
+    python: tuple[int, int]  # the system python3
+    glibc: tuple[int, int]
+    prov: Provenance
+
+
+class Image(Record):
+    __slots__ = ("cuda", "os", "cudnn_os", "cudnn_tag", "cudnn", "nccl", "eol", "deleted", "prov")
+    cuda: tuple[int, int, int]
+    os: tuple[str, ...]
+    cudnn_os: tuple[str, ...]
+    cudnn_tag: str | None
+    cudnn: str | None
+    nccl: str | None
+    eol: str | None  # "YYYY-MM" when a source states it; else it follows the driver branch
+    deleted: str | None  # "YYYY-MM-DD": the day a refresh found every tag of the row gone
+    prov: Provenance
+
+
+class ImagePolicy(Record):
+    """NVIDIA's lifecycle rule for nvidia/cuda tags (cuda.toml [image_policy])."""
+
+    __slots__ = ("repository", "delete_after_months", "prov")
+    repository: str
+    delete_after_months: int
+    prov: Provenance
+
+
+class CudnnRelease(Record):
+    __slots__ = ("version", "cuda", "min_cc", "prov")
+    version: tuple[int, int]
+    cuda: tuple[tuple[tuple[int, int], tuple[int, int]], ...]
+    min_cc: tuple[int, int] | None
+    prov: Provenance
+
+
+class Matrix(Record):
+    __slots__ = (
+        "root",
+        "digest",
+        "cuda",
+        "ga_floor",
+        "minor_compat",
+        "branches",
+        "gpus",
+        "frameworks",
+        "images",
+        "cudnn",
+        "oses",
+        "image_policy",
+    )
+    root: str
+    digest: str
+    cuda: tuple[CudaRelease, ...]
+    ga_floor: dict[tuple[int, int], CudaRelease]  # X.Y -> its GA release row
+    minor_compat: dict[int, MinorCompat]
+    branches: dict[int, Branch]
+    gpus: tuple[Gpu, ...]
+    frameworks: tuple[Framework, ...]  # torch, tensorflow, jax, then any others by name
+    images: tuple[Image, ...]
+    cudnn: tuple[CudnnRelease, ...]
+    oses: dict[str, OperatingSystem]
+    image_policy: ImagePolicy | None
+
+    def framework(self, name: str) -> Framework | None:
+        wanted = name.lower()
+        for fw in self.frameworks:
+            if fw.name == wanted or wanted in fw.aliases:
+                return fw
+        return None
+
+    def image_for(self, cuda: tuple[int, int], os_name: str) -> Image | None:
+        """The nvidia/cuda release of that X.Y with cuDNN flavors on that OS (newest patch).
+
+        Rows whose tags a refresh found gone are never offered: a build from them cannot pull."""
+        found = [i for i in self.images if i.cuda[:2] == cuda and os_name in i.cudnn_os and not i.deleted]
+        return max(found, key=lambda i: i.cuda) if found else None
+
+    def minors_of_major(self, major: int) -> list[tuple[int, int]]:
+        """CUDA X.Y minors of a major that have a known GA minimum driver, oldest first."""
+        return sorted(m for m, row in self.ga_floor.items() if m[0] == major and row.min_driver)
+
+
+# ---------------------------------------------------------------------------------------------
+# locating and reading the files
+
+
+def default_matrix_dir() -> str:
+    """The packaged matrix in an installed wheel, else the checkout's top-level matrix/."""
+    override = os.environ.get("ENVBUILD_MATRIX")
+    if override:
+        return override
+    from envbuild._util.resources import data_dir
+
+    return data_dir("matrix")
+
+
+def _matrix_files(root: str) -> list[tuple[str, str]]:
+    """(kind, path relative to root) of every data file, in a stable order."""
+    files = [(kind, f"{kind}.toml") for kind in ("drivers", "cuda", "gpus", "os")]
+    frameworks_dir = os.path.join(root, "frameworks")
+    if os.path.isdir(frameworks_dir):
+        for name in sorted(os.listdir(frameworks_dir)):
+            if name.endswith(".toml"):
+                files.append(("framework", f"frameworks/{name}"))
+    return files
+
+
+def _cache_dir() -> str | None:
+    configured = os.environ.get("ENVBUILD_CACHE_DIR")
+    if configured is not None:
+        return configured or None  # empty: no cache
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "envbuild")
+
+
+def read_raw(root: str) -> tuple[str, dict[str, Any]]:
+    """The matrix digest and the validated contents of every file, from cache when possible."""
+    if not os.path.isdir(root):
+        raise MatrixError(
+            f"matrix directory {root} does not exist",
+            fix="point --matrix or ENVBUILD_MATRIX at a folder holding drivers.toml, "
+            "cuda.toml, gpus.toml and frameworks/*.toml",
+        )
+    blobs: list[tuple[str, str, bytes]] = []
+    crc = adler = 1
+    for kind, rel in _matrix_files(root):
+        path = os.path.join(root, rel)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise MatrixError(
+                f"cannot read {path}: {exc.strerror}",
+                fix="restore the file from the envbuild checkout or package",
+            ) from None
+        framed = rel.encode() + b"\0" + data + b"\0"
+        crc, adler = zlib.crc32(framed, crc), zlib.adler32(framed, adler)
+        blobs.append((kind, rel, data))
+    size = sum(len(rel) + len(data) for _, rel, data in blobs)
+
+    cache = _cache_dir()
+    name = f"matrix-{CACHE_FORMAT}-{__version__}-{crc:08x}{adler:08x}{size:x}.json"
+    cache_file = os.path.join(cache, name) if cache else None
+    if cache_file is not None:
+        try:
+            with open(cache_file, "rb") as handle:
+                cached = json.loads(handle.read())
+            return cached["digest"], cached["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+
+    raw = _parse_and_validate(blobs)
+    digest = content_digest(blobs)
+    if cache_file is not None:
+        _write_cache(cache_file, {"digest": digest, "files": raw})
+    return digest, raw
+
+
+def content_digest(blobs: list[tuple[str, str, bytes]]) -> str:
+    """sha256 over every file's relative path and bytes: what a lock records as the matrix digest."""
+    import hashlib
+
+    hasher = hashlib.sha256()
+    for _, rel, data in blobs:
+        hasher.update(rel.encode() + b"\0" + data + b"\0")
+    return hasher.hexdigest()
+
+
+def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
+    from envbuild._util import toml as _toml
+    from envbuild.matrix.schema import validate_file
+
+    raw: dict[str, Any] = {}
+    errors: list[str] = []
+    for kind, rel, data in blobs:
+        try:
+            parsed = _toml.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
+            errors.append(f"{rel}: not valid TOML: {exc}")
+            continue
+        errors += validate_file(kind, rel, parsed)
+        raw[rel] = {"kind": kind, "data": parsed}
+    if errors:
+        shown = "\n  ".join(errors[:25])
+        more = f"\n  ... and {len(errors) - 25} more" if len(errors) > 25 else ""
+        raise MatrixError(
+            f"the compatibility matrix does not validate:\n  {shown}{more}",
+            fix="correct the rows named above (schema: matrix/README.md)",
+        )
+    return raw
+
+
+def _write_cache(cache_file: str, content: dict[str, Any]) -> None:
+    """Atomic, best effort: a read-only home or a full disk only costs speed."""
+    import contextlib
+
+    from envbuild._util.files import write_atomic  # only on a cache miss, off the resolve start-up path
+
+    with contextlib.suppress(OSError):
+        write_atomic(cache_file, json.dumps(content, separators=(",", ":")))
+
+
+# ---------------------------------------------------------------------------------------------
+# building the model
+
+
+def _prov(rel: str, where: str, row: dict[str, Any]) -> Provenance:
+    return Provenance(f"{rel} {where}", row["source"], row.get("confidence"), row.get("note"))
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """Sortable form of a final or post release: "2.15.0.post1" -> (2, 15, 0, 0, 1)."""
+    release, _, post = version.partition(".post")
+    parts = [int(part) for part in release.split(".")]
+    return (*parts, *[0] * (4 - len(parts)), int(post or 0))
+
+
+def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
+    root = os.fspath(root) if root is not None else default_matrix_dir()
+    return build_matrix(root, *read_raw(root))
+
+
+def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
+    """The model from `read_raw`'s validated contents (for callers that also need the raw rows)."""
+    cuda: list[CudaRelease] = []
+    minor_compat: dict[int, MinorCompat] = {}
+    branches: dict[int, Branch] = {}
+    gpus: list[Gpu] = []
+    frameworks: list[Framework] = []
+    images: list[Image] = []
+    cudnn: list[CudnnRelease] = []
+    oses: dict[str, OperatingSystem] = {}
+    image_policy: ImagePolicy | None = None
+    for rel, entry in raw.items():
+        data = entry["data"]
+        kind = entry["kind"]
+        if kind == "drivers":
+            for row in data["cuda"]:
+                floor = row.get("min_driver")
+                cuda.append(
+                    CudaRelease(
+                        parse_patch(row["version"]),
+                        row["label"],
+                        row.get("ga", False),
+                        parse_driver_floor(floor) if floor else None,
+                        _prov(rel, f"[[cuda]] {row['version']}", row),
+                    )
+                )
+            for row in data["minor_compat"]:
+                minor_compat[row["cuda_major"]] = MinorCompat(
+                    row["cuda_major"],
+                    parse_driver_floor(row["min_driver"]),
+                    _prov(rel, f"[[minor_compat]] {row['cuda_major']}", row),
+                )
+            for row in data["branch"]:
+                branches[row["branch"]] = Branch(
+                    row["branch"],
+                    parse_minor(row["native_cuda"]),
+                    row["type"],
+                    row.get("eol"),
+                    _prov(rel, f"[[branch]] R{row['branch']}", row),
+                )
+        elif kind == "cuda":
+            for row in data["cudnn"]:
+                ranges = tuple(tuple(parse_minor(p) for p in r.split("-")) for r in row["cuda"])
+                min_cc = row.get("min_compute_capability")
+                cudnn.append(
+                    CudnnRelease(
+                        parse_minor(row["version"]),
+                        ranges,  # type: ignore[arg-type]
+                        parse_minor(min_cc) if min_cc else None,
+                        _prov(rel, f"[[cudnn]] {row['version']}", row),
+                    )
+                )
+            for row in data["image"]:
+                images.append(
+                    Image(
+                        parse_patch(row["cuda"]),
+                        tuple(row["os"]),
+                        tuple(row.get("cudnn_os", ())),
+                        row.get("cudnn_tag"),
+                        row.get("cudnn"),
+                        row.get("nccl"),
+                        row.get("eol"),
+                        row.get("deleted"),
+                        _prov(rel, f"[[image]] {row['cuda']}", row),
+                    )
+                )
+            policy = data.get("image_policy")
+            if policy:
+                image_policy = ImagePolicy(
+                    policy["repository"], policy["delete_after_months"], _prov(rel, "[image_policy]", policy)
+                )
+        elif kind == "gpus":
+            for row in data["gpu"]:
+                gpus.append(
+                    Gpu(
+                        row["name"],
+                        tuple(row.get("aliases", ())),
+                        parse_minor(row["compute_capability"]),
+                        row["architecture"],
+                        row.get("data_center", False),
+                        row.get("max_driver_branch"),
+                        _prov(rel, f"[[gpu]] {row['name']}", row),
+                    )
+                )
+        elif kind == "os":
+            for row in data["os"]:
+                oses[row["name"]] = OperatingSystem(
+                    row["name"],
+                    row["image"],
+                    row["family"],
+                    parse_minor(row["python"]),
+                    parse_minor(row["glibc"]),
+                    _prov(rel, f"[[os]] {row['name']}", row),
+                )
+        else:
+            frameworks.append(_build_framework(rel, data))
+    order = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
+    frameworks.sort(key=lambda fw: (order.get(fw.name, len(order)), fw.name))
+    cuda.sort(key=lambda c: c.version)
+    ga_floor = {c.version[:2]: c for c in cuda if c.ga}
+    return Matrix(
+        root,
+        digest,
+        tuple(cuda),
+        ga_floor,
+        minor_compat,
+        branches,
+        tuple(gpus),
+        tuple(frameworks),
+        tuple(images),
+        tuple(cudnn),
+        oses,
+        image_policy,
+    )
+
+
+def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
+    head = data["framework"]
+    releases: list[Release] = []
+    for row in data["release"]:
+        first = row["versions"][0]
+        variants = tuple(
+            Variant(
+                v["name"],
+                parse_minor(v["cuda"]) if "cuda" in v else None,
+                parse_minor(v["cuda_min"]) if "cuda_min" in v else None,
+                v.get("cudnn"),
+                v.get("nccl"),
+                v["index_url"],
+                v.get("extra"),
+                v["cuda_from"],
+                parse_arch_list(v["arch"]),
+                _prov(rel, f"[[release]] {first} variant {v['name']}", v),
+            )
+            for v in row["variant"]
+        )
+        python = tuple(sorted(parse_minor(p) for p in row["python"]))
+        prov = _prov(rel, f"[[release]] {first}", row)
+        for version in row["versions"]:
+            releases.append(
+                Release(version, release_key(version), python, row.get("pypi_variant"), variants, prov)
+            )
+    releases.sort(key=lambda r: r.key, reverse=True)
+    return Framework(
+        head["name"],
+        head["display_name"],
+        head["package"],
+        tuple(a.lower() for a in head.get("aliases", ())),
+        tuple(head.get("conda_packages", ())) or (head["package"],),
+        tuple(releases),
+        _prov(rel, "[framework]", head),
+    )

@@ -1,0 +1,285 @@
+"""The schema of matrix/*.toml, checked on every fresh parse.
+
+Declarative on purpose: matrix/README.md documents the same tables, and a contributor adding a row
+gets an error naming the file, the row and the key, with a "did you mean" for typos, instead of a
+KeyError deep in the resolver.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from envbuild.matrix.arch import parse_arch_list
+from envbuild.matrix.versions import parse_compute_capability, parse_driver_floor, parse_minor, parse_patch
+
+CONFIDENCE_LEVELS = ("secondary", "unconfirmed", "disputed")
+BRANCH_TYPES = ("LTSB", "PB", "NFB", "dev")
+CUDA_FROM = ("wheels", "system")
+OS_FAMILIES = ("ubuntu", "debian")
+_URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
+_PY_RE = re.compile(r"^3\.\d{1,2}$")
+_RELEASE_RE = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
+_RANGE_RE = re.compile(r"^(\d+\.\d+)-(\d+\.\d+)$")
+_MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
+_DAY_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
+
+Check = Callable[[Any], "str | None"]
+
+
+def _typed(kind: type, label: str) -> Check:
+    def check(value: Any) -> str | None:
+        if kind is int and isinstance(value, bool):
+            return f"expected {label}"
+        return None if isinstance(value, kind) else f"expected {label}"
+
+    return check
+
+
+def _parsed(parse: Callable[[str], object], label: str) -> Check:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"expected a string ({label})"
+        try:
+            parse(value)
+        except ValueError:
+            return f"expected {label}"
+        return None
+
+    return check
+
+
+def _matching(pattern: re.Pattern[str], label: str) -> Check:
+    def check(value: Any) -> str | None:
+        return None if isinstance(value, str) and pattern.match(value) else f"expected {label}"
+
+    return check
+
+
+def _one_of(choices: tuple[str, ...]) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"expected one of {', '.join(choices)}"
+
+    return check
+
+
+def _list_of(item: Check, label: str, *, allow_empty: bool = False) -> Check:
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list) or (not value and not allow_empty):
+            return f"expected a {'' if allow_empty else 'non-empty '}list of {label}"
+        for element in value:
+            problem = item(element)
+            if problem:
+                return f"{element!r}: {problem}"
+        return None
+
+    return check
+
+
+def _cc(value: Any) -> str | None:
+    if isinstance(value, str) and "." in value and parse_compute_capability(value):
+        return None
+    return 'expected a compute capability like "8.9"'
+
+
+def _cuda_range(value: Any) -> str | None:
+    match = _RANGE_RE.match(value) if isinstance(value, str) else None
+    if not match or parse_minor(match.group(1)) > parse_minor(match.group(2)):
+        return 'expected an inclusive CUDA range like "11.0-11.8"'
+    return None
+
+
+STR = _typed(str, "a string")
+INT = _typed(int, "an integer")
+BOOL = _typed(bool, "true or false")
+URL = _matching(_URL_RE, "an http(s) URL of the primary source")
+MONTH = _matching(_MONTH_RE, 'a month "YYYY-MM" like "2026-06"')
+DAY = _matching(_DAY_RE, 'a date "YYYY-MM-DD" like "2026-11-29"')
+MINOR = _parsed(parse_minor, 'an X.Y version like "12.4"')
+PATCH = _parsed(parse_patch, 'an X.Y.Z version like "12.4.1"')
+DRIVER = _parsed(parse_driver_floor, 'a driver version like "550.54.14"')
+ARCH = _parsed(parse_arch_list, 'an arch list like "8.0;9.0+PTX" or "sm_80,compute_90"')
+PYTHON = _list_of(_matching(_PY_RE, 'a Python X.Y like "3.11"'), "Python X.Y strings")
+RELEASE_VERSIONS = _list_of(_matching(_RELEASE_RE, "a release version"), "release versions")
+STRINGS = _list_of(STR, "strings", allow_empty=True)
+
+PROVENANCE = {"source": (URL, True), "confidence": (_one_of(CONFIDENCE_LEVELS), False), "note": (STR, False)}
+
+# table name -> key -> (check, required); "array" marks [[tables]], else a single [table].
+TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
+    "cuda": {
+        "version": (PATCH, True),
+        "label": (STR, True),
+        "ga": (BOOL, False),
+        "min_driver": (DRIVER, False),
+        **PROVENANCE,
+    },
+    "minor_compat": {"cuda_major": (INT, True), "min_driver": (DRIVER, True), **PROVENANCE},
+    "branch": {
+        "branch": (INT, True),
+        "native_cuda": (MINOR, True),
+        "type": (_one_of(BRANCH_TYPES), True),
+        "eol": (MONTH, False),
+        **PROVENANCE,
+    },
+    "cudnn": {
+        "version": (MINOR, True),
+        "cuda": (_list_of(_cuda_range, 'CUDA ranges like "12.0-12.2"'), True),
+        "min_compute_capability": (_cc, False),
+        **PROVENANCE,
+    },
+    "image": {
+        "cuda": (PATCH, True),
+        "os": (_list_of(STR, "OS names"), True),
+        "cudnn_os": (STRINGS, False),
+        "cudnn_tag": (_one_of(("cudnn8", "cudnn9", "cudnn")), False),
+        "cudnn": (STR, False),
+        "nccl": (STR, False),
+        "eol": (MONTH, False),
+        "deleted": (DAY, False),
+        **PROVENANCE,
+    },
+    "image_policy": {
+        "repository": (STR, True),
+        "delete_after_months": (INT, True),
+        **PROVENANCE,
+    },
+    "gpu": {
+        "name": (STR, True),
+        "aliases": (STRINGS, False),
+        "compute_capability": (_cc, True),
+        "architecture": (STR, True),
+        "data_center": (BOOL, False),
+        "max_driver_branch": (INT, False),
+        **PROVENANCE,
+    },
+    "os": {
+        "name": (STR, True),
+        "image": (STR, True),
+        "family": (_one_of(OS_FAMILIES), True),
+        "python": (MINOR, True),
+        "glibc": (MINOR, True),
+        **PROVENANCE,
+    },
+    "framework": {
+        "name": (STR, True),
+        "display_name": (STR, True),
+        "package": (STR, True),
+        "aliases": (STRINGS, False),
+        "conda_packages": (STRINGS, False),
+        **PROVENANCE,
+    },
+    "release": {
+        "versions": (RELEASE_VERSIONS, True),
+        "python": (PYTHON, True),
+        "pypi_variant": (STR, False),
+        "variant": (None, True),
+        **PROVENANCE,
+    },  # type: ignore[dict-item]
+    "variant": {
+        "name": (STR, True),
+        "cuda": (MINOR, False),
+        "cuda_min": (MINOR, False),
+        "cudnn": (STR, False),
+        "nccl": (STR, False),
+        "index_url": (URL, True),
+        "extra": (STR, False),
+        "cuda_from": (_one_of(CUDA_FROM), True),
+        "arch": (ARCH, True),
+        **PROVENANCE,
+    },
+}
+
+# file kind -> top-level tables it may hold, and whether each is an array of tables.
+FILE_TABLES: dict[str, dict[str, bool]] = {
+    "drivers": {"cuda": True, "minor_compat": True, "branch": True},
+    "cuda": {"cudnn": True, "image": True, "image_policy": False},
+    "gpus": {"gpu": True},
+    "os": {"os": True},
+    "framework": {"framework": False, "release": True},
+}
+
+# tables a file may leave out (older matrices written before they existed)
+OPTIONAL_TABLES = frozenset({"image_policy"})
+
+_LABEL_KEYS = ("version", "name", "branch", "cuda_major", "cuda", "versions")
+
+
+def _row_label(table: str, index: int | None, row: dict[str, Any]) -> str:
+    where = f"[[{table}]] #{index + 1}" if index is not None else f"[{table}]"
+    for key in _LABEL_KEYS:
+        if key in row:
+            return f"{where} ({key} = {row[key]!r})"
+    return where
+
+
+def _did_you_mean(key: str, allowed: list[str]) -> str:
+    import difflib  # only on the error path
+
+    close = difflib.get_close_matches(key, allowed, n=1)
+    return f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(sorted(allowed))}"
+
+
+def validate_row(table: str, row: Any, where: str) -> list[str]:
+    if not isinstance(row, dict):
+        return [f"{where}: expected a table"]
+    fields = TABLES[table]
+    errors = []
+    for key in row:
+        if key not in fields:
+            errors.append(f"{where}: unknown key {key!r}{_did_you_mean(key, list(fields))}")
+    for key, (check, required) in fields.items():
+        if key not in row:
+            if required:
+                errors.append(f"{where}: missing required key {key!r}")
+            continue
+        if check is None:
+            continue
+        problem = check(row[key])
+        if problem:
+            errors.append(f"{where}: {key} = {row[key]!r}: {problem}")
+    return errors
+
+
+def validate_file(kind: str, relpath: str, data: dict[str, Any]) -> list[str]:
+    """All schema errors of one parsed file, each naming the file, row and key."""
+    allowed = FILE_TABLES[kind]
+    errors = []
+    for key in data:
+        if key not in allowed:
+            errors.append(f"{relpath}: unknown table {key!r}{_did_you_mean(key, list(allowed))}")
+    for table, is_array in allowed.items():
+        if table not in data:
+            if table in OPTIONAL_TABLES:
+                continue
+            errors.append(
+                f"{relpath}: missing table [{'[' if is_array else ''}{table}{']' if is_array else ''}]"
+            )
+            continue
+        rows = data[table]
+        if not is_array:
+            errors += validate_row(table, rows, f"{relpath}: [{table}]")
+            continue
+        if not isinstance(rows, list):
+            errors.append(f"{relpath}: {table} must be an array of tables [[{table}]]")
+            continue
+        for index, row in enumerate(rows):
+            where = f"{relpath}: {_row_label(table, index, row if isinstance(row, dict) else {})}"
+            errors += validate_row(table, row, where)
+            if table == "release" and isinstance(row, dict):
+                variants = row.get("variant")
+                if not isinstance(variants, list) or not variants:
+                    errors.append(f"{where}: needs at least one [[release.variant]]")
+                    continue
+                for v_index, variant in enumerate(variants):
+                    label = _row_label(
+                        "release.variant", v_index, variant if isinstance(variant, dict) else {}
+                    )
+                    errors += validate_row("variant", variant, f"{where} {label}")
+                    if isinstance(variant, dict) and ("cuda" in variant) == ("cuda_min" in variant):
+                        errors.append(
+                            f"{where} {label}: give exactly one of 'cuda' (a fixed "
+                            f"runtime) or 'cuda_min' (an open range of that major)"
+                        )
+    return errors

@@ -1,0 +1,823 @@
+"""A small client for the registry HTTP API v2: parse an image reference and pin a tag to its digest.
+
+`resolve_digest("nvidia/cuda:12.4.1-runtime-ubuntu22.04")` asks the registry which manifest (or
+manifest list / OCI index) the tag points at right now and returns its "sha256:..." digest;
+`pinned(ref)` turns the reference into "name:tag@sha256:...", which always pulls the same bytes.
+
+Authentication follows what `docker pull` does: anonymous first, then on a 401 the challenge in
+WWW-Authenticate decides - a Bearer token from the realm it names (with the docker config's
+credentials for that registry, when there are some), or HTTP basic with those credentials.
+Credentials never appear in a message or an exception: no request header is ever quoted.
+
+`requests` is imported inside the functions: importing this module costs nothing at start-up.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import ipaddress
+import json
+import os
+import re
+
+from envbuild._util.http import short_reason, with_retries
+from envbuild._util.record import Record
+from envbuild.errors import EnvbuildError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import requests
+
+DOCKER_HUB = "docker.io"
+DOCKER_HUB_API = "registry-1.docker.io"
+_HUB_ALIASES = {DOCKER_HUB, "index.docker.io", DOCKER_HUB_API}
+
+MANIFEST_ACCEPT = ", ".join(
+    [
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    ]
+)
+
+ACCEPTED_FORMS = (
+    "accepted forms: NAME[:TAG][@sha256:DIGEST], where NAME is [REGISTRY[:PORT]/]PATH, e.g. "
+    "'ubuntu:22.04', 'nvidia/cuda:12.4.1-runtime-ubuntu22.04', '127.0.0.1:5000/team/img:v1', "
+    "'ghcr.io/acme/train@sha256:<64 hex digits>'"
+)
+
+# Docker's reference grammar (distribution/reference), kept to what parsing needs.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_PATH_RE = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
+_DOMAIN_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN_RE = re.compile(rf"(?:{_DOMAIN_LABEL}(?:\.{_DOMAIN_LABEL})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?")
+_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+_NAME_MAX = 255
+
+BACKOFF_START_S = 0.5
+
+
+class Reference(Record):
+    """A parsed image reference.
+
+    name: the part before ":tag" / "@digest", exactly as written (used by `pinned`).
+    registry: host[:port] as written, or "docker.io" when none is written.
+    api_host: where the API lives (docker.io -> registry-1.docker.io).
+    repository: the path inside the registry (docker.io single names get "library/").
+    tag: the tag, "latest" when none is written. digest: "sha256:..." or None.
+    """
+
+    __slots__ = ("name", "registry", "api_host", "repository", "tag", "digest")
+    name: str
+    registry: str
+    api_host: str
+    repository: str
+    tag: str
+    digest: str | None
+
+
+def parse_reference(ref: str) -> Reference:
+    """Split an image reference by Docker's rules; a malformed one is a UsageError."""
+    text = ref.strip() if isinstance(ref, str) else ""
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"malformed image reference {ref!r}: {why}", fix=ACCEPTED_FORMS)
+
+    if not text:
+        raise bad("it is empty")
+    if any(c.isspace() for c in text):
+        raise bad("it contains whitespace")
+    remainder, at, digest = text.partition("@")
+    if at:
+        if not _DIGEST_RE.fullmatch(digest):
+            raise bad("the digest after '@' must be 'sha256:' followed by 64 lowercase hex digits")
+    else:
+        digest = None
+    name, tag = remainder, None
+    last_colon, last_slash = remainder.rfind(":"), remainder.rfind("/")
+    if last_colon > last_slash:
+        name, tag = remainder[:last_colon], remainder[last_colon + 1 :]
+        if not _TAG_RE.fullmatch(tag):
+            raise bad(
+                f"tag {tag!r} is not valid (up to 128 of letters, digits, '_', '.', '-'; "
+                "not starting with '.' or '-')"
+            )
+    if not name:
+        raise bad("the image name is missing")
+    if len(name) > _NAME_MAX:
+        raise bad(f"the name is longer than {_NAME_MAX} characters")
+
+    first, slash, rest = name.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
+        registry, path = first, rest
+        if not _DOMAIN_RE.fullmatch(registry):
+            raise bad(f"registry {registry!r} is not a valid host[:port]")
+    else:
+        registry, path = DOCKER_HUB, name
+    if not path:
+        raise bad("the repository path after the registry is missing")
+    if not _PATH_RE.fullmatch(path):
+        if path.lower() != path and _PATH_RE.fullmatch(path.lower()):
+            raise bad(f"repository {path!r} must be lowercase")
+        raise bad(
+            f"repository {path!r} is not valid (lowercase components of letters and digits, "
+            "separated by '.', '_', '__' or '-', joined by '/')"
+        )
+
+    if registry in _HUB_ALIASES:
+        api_host = DOCKER_HUB_API
+        if "/" not in path:
+            path = f"library/{path}"
+    else:
+        api_host = registry
+    return Reference(name, registry, api_host, path, tag or "latest", digest)
+
+
+def pinned(ref: str, **kwargs: object) -> str:
+    """ "name:tag@sha256:..." for `ref`, keeping name and tag as written; a pinned ref is kept as is.
+
+    Keyword arguments go to `resolve_digest` (docker_config, timeout, retries).
+    """
+    parsed = parse_reference(ref)
+    if parsed.digest:
+        return ref.strip()
+    digest = resolve_digest(ref, **kwargs)  # type: ignore[arg-type]
+    return f"{parsed.name}:{parsed.tag}@{digest}"
+
+
+def resolve_digest(
+    ref: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3
+) -> str:
+    """The "sha256:..." digest of the manifest `ref`'s tag points at; no network when ref has one.
+
+    `retries` is how many more times a request is tried after a connection error, a timeout or a
+    5xx answer, waiting 0.5 s, 1 s, 2 s, ... in between; 4xx answers are never retried.
+    """
+    parsed = parse_reference(ref)
+    if parsed.digest:
+        return parsed.digest
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    url = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/manifests/{parsed.tag}"
+    headers = {"Accept": MANIFEST_ACCEPT}
+    response = session.get(url, headers=headers)
+    if response.status_code == 401:
+        headers["Authorization"] = session.authorize(response)
+        response = session.get(url, headers=headers)
+        if response.status_code == 401:
+            raise session.needs_credentials(response.status_code)
+    if response.status_code == 403:
+        raise session.needs_credentials(response.status_code)
+    if response.status_code == 404:
+        raise session.not_found(response, url.rsplit("/manifests/", 1)[0] + "/tags/list", headers)
+    if response.status_code != 200:
+        raise session.http_error(response)
+
+    header = response.headers.get("Docker-Content-Digest", "").strip()
+    if _DIGEST_RE.fullmatch(header):
+        return header
+    return "sha256:" + hashlib.sha256(response.content).hexdigest()
+
+
+def list_tags(
+    repository: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3
+) -> tuple[str, list[str]]:
+    """(the tag-list URL, every tag) of `repository` ("nvidia/cuda", "127.0.0.1:5000/nvidia/cuda"),
+    following the Link header's pages as the distribution spec describes."""
+    from urllib.parse import urljoin
+
+    parsed = parse_reference(repository)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    first = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/tags/list"
+    url: str | None = f"{first}?n=1000"
+    tags: list[str] = []
+    seen_pages: set[str] = set()
+    while url and url not in seen_pages:
+        seen_pages.add(url)
+        response = session.send("GET", url, headers={"Accept": "application/json"})
+        if response.status_code == 404:
+            raise session.not_found(response, first, {})
+        if response.status_code != 200:
+            raise EnvbuildError(
+                f"registry {parsed.registry} answered HTTP {response.status_code} "
+                f"for the tags of {session.where}",
+                fix="retry later; if it persists, check the registry's status",
+            )
+        try:
+            page = response.json().get("tags")
+        except (ValueError, AttributeError):
+            page = None
+        if page is None:
+            page = []  # distribution answers "tags": null for a repository without tags
+        if not isinstance(page, list) or not all(isinstance(tag, str) for tag in page):
+            raise EnvbuildError(
+                f"malformed tag list from {url}: 'tags' is not a list of strings",
+                fix="nothing was written; retry later, and report it if it persists",
+            )
+        tags += page
+        link = re.search(r'<([^>]+)>\s*;\s*rel="?next"?', response.headers.get("Link", ""))
+        url = urljoin(url, link.group(1)) if link else None
+    return first, tags
+
+
+# --- registry-side promotion: read a manifest and its config, put the same bytes under new tags --------
+
+INDEX_MEDIA_TYPES = (
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+)
+VERIFIED_LABEL = "io.envbuild.verified"
+
+
+def fetch_manifest(
+    ref: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3
+) -> tuple[bytes, str, str]:
+    """(the manifest's bytes exactly as served, its media type, its "sha256:..." digest) for `ref`.
+
+    A ref with "@sha256:..." is fetched by digest (and the bytes are checked against it), else by tag;
+    the Accept header and the auth flow are those of `resolve_digest`.
+    """
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    return _fetch_manifest(session, parsed.digest or parsed.tag)
+
+
+def put_manifest(
+    ref: str,
+    body: bytes,
+    media_type: str,
+    *,
+    docker_config: str | None = None,
+    timeout: float = 30,
+    retries: int = 3,
+) -> str:
+    """PUT `body` (the exact bytes) as the manifest of `ref`'s tag; the digest the registry answers.
+
+    A Bearer token is asked for with scope "repository:<repo>:pull,push".
+    """
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    return _put_manifest(session, parsed.tag, body, media_type)
+
+
+def image_config_labels(ref: str, *, docker_config: str | None = None, timeout: float = 30) -> dict[str, str]:
+    """The labels of the image `ref`'s manifest points at (of its linux/amd64 entry, or the first one,
+    when it is an index or a manifest list); {} when the image has none. No layer is downloaded."""
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=3)
+    body, media_type, _ = _fetch_manifest(session, parsed.digest or parsed.tag)
+    return _config_labels(session, body, media_type)
+
+
+def promote_by_digest(
+    ref: str, to: list[str], *, docker_config: str | None = None, verified_image_id: str | None = None
+) -> list[tuple[str, str]]:
+    """Tag the verified image `ref` ("name@sha256:...") as each of `to` inside its registry.
+
+    A target is a bare tag (same repository) or "[registry/]repo:tag" on the same registry host. The
+    image's config must carry io.envbuild.verified=true (set by `envbuild promote`). The manifest's
+    exact bytes are PUT under each new tag, so every tag has the source digest; in another repository
+    of the same registry, the blobs are mounted from the source first. No layer is pulled or pushed.
+    Returns [(full ref, digest), ...] in the order of `to`.
+    """
+    parsed = parse_reference(ref)
+    if not parsed.digest:
+        raise UsageError(
+            f"promote by digest needs a reference pinned by digest, not {ref.strip()!r}",
+            fix=f"pass NAME@sha256:<digest>, e.g. `{parsed.name}@$(docker buildx imagetools inspect "
+            f"{parsed.name}:{parsed.tag} --format '{{{{.Manifest.Digest}}}}')`, or pin it with envbuild's "
+            "resolve_digest",
+        )
+    if not to:
+        raise UsageError(
+            "promote by digest needs at least one target tag", fix="e.g. to=['v1'] or ['repo:v1']"
+        )
+    targets = [_promotion_target(parsed, target) for target in to]
+
+    session = _Session(parsed, docker_config=docker_config, timeout=30, retries=3)
+    body, media_type, digest = _fetch_manifest(session, parsed.digest)
+    image_id, labels = _config(session, body, media_type)
+    if verified_image_id is not None:  # a passing verify record (envbuild verify --report) vouches for it
+        if verified_image_id != image_id:
+            raise EnvbuildError(
+                f"the verify report was made for {verified_image_id[:19]}, but {ref.strip()} is "
+                f"{image_id[:19]}: refusing to promote",
+                fix=f"verify this digest: envbuild verify {ref.strip()} --report FILE",
+            )
+    elif labels.get(VERIFIED_LABEL) != "true":
+        raise EnvbuildError(
+            f"{ref.strip()} was not verified by envbuild (no {VERIFIED_LABEL} label): refusing to promote",
+            fix=f"run envbuild verify {ref.strip()} --report FILE, then envbuild promote --report FILE "
+            "--tag ... --push first, and promote the digest that push reports",
+        )
+
+    promoted: list[tuple[str, str]] = []
+    for target in targets:
+        if target.repository == parsed.repository:
+            target_session = session
+        else:
+            target_session = _Session(target, docker_config=docker_config, timeout=30, retries=3)
+            _copy_references(session, target_session, body, media_type)
+        answered = _put_manifest(target_session, target.tag, body, media_type)
+        full = f"{target.name}:{target.tag}"
+        if answered != digest:
+            raise EnvbuildError(
+                f"registry {target.registry} stored {full} as {answered}, not as the source digest {digest}",
+                fix="the registry rewrote the manifest; promote with `docker buildx imagetools create` "
+                "or use a registry that keeps manifests byte for byte",
+            )
+        promoted.append((full, answered))
+    return promoted
+
+
+def _promotion_target(source: Reference, target: str) -> Reference:
+    text = target.strip() if isinstance(target, str) else ""
+    if text and "/" not in text and ":" not in text and "@" not in text:
+        if not _TAG_RE.fullmatch(text):
+            raise UsageError(
+                f"promotion target {target!r} is not a valid tag",
+                fix="a tag is up to 128 of letters, digits, '_', '.', '-', not starting with '.' or '-'",
+            )
+        return Reference(source.name, source.registry, source.api_host, source.repository, text, None)
+    parsed = parse_reference(text)
+    if parsed.digest:
+        raise UsageError(
+            f"promotion target {target!r} carries a digest; a target is a tag",
+            fix="name the target as TAG or REPO:TAG",
+        )
+    if parsed.api_host.lower() != source.api_host.lower():
+        raise UsageError(
+            f"promotion target {target!r} is on registry {parsed.registry}, not on {source.registry}: "
+            "promotion by digest stays inside one registry",
+            fix=f"name a target on {source.registry} (e.g. {source.registry}/REPO:TAG or a bare tag); "
+            "copying between registries needs `docker buildx imagetools create` or skopeo",
+        )
+    return parsed
+
+
+def _manifest_url(session: _Session, reference: str) -> str:
+    parsed = session.parsed
+    return (
+        f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/manifests/{reference}"
+    )
+
+
+def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]:
+    url = _manifest_url(session, reference)
+    headers = {"Accept": MANIFEST_ACCEPT}
+    response = session.send("GET", url, headers=headers)
+    if response.status_code == 404:
+        if session.authorization:
+            headers["Authorization"] = session.authorization
+        raise session.not_found(
+            response, url.rsplit("/manifests/", 1)[0] + "/tags/list", headers, reference=reference
+        )
+    if response.status_code != 200:
+        raise session.http_error(response, reference=reference)
+    body = response.content
+    computed = "sha256:" + hashlib.sha256(body).hexdigest()
+    if _DIGEST_RE.fullmatch(reference) and computed != reference:
+        raise EnvbuildError(
+            f"registry {session.parsed.registry} served {session.where}@{reference} with content whose "
+            f"digest is {computed}",
+            fix="the registry or a proxy altered the manifest; retry, and check the registry's storage",
+        )
+    media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip()
+    if not media_type or media_type in ("application/json", "application/octet-stream"):
+        with contextlib.suppress(ValueError, AttributeError):
+            media_type = str(json.loads(body).get("mediaType") or media_type)
+    header = response.headers.get("Docker-Content-Digest", "").strip()
+    return body, media_type, header if _DIGEST_RE.fullmatch(header) else computed
+
+
+def _put_manifest(session: _Session, tag: str, body: bytes, media_type: str) -> str:
+    parsed = session.parsed
+    url = _manifest_url(session, tag)
+    response = session.send(
+        "PUT",
+        url,
+        headers={"Content-Type": media_type},
+        data=body,
+        scope=f"repository:{parsed.repository}:pull,push",
+    )
+    if response.status_code not in (200, 201):
+        details = _error_details(response)
+        fix = (
+            "check that the manifest's blobs are in the repository (push the image first)"
+            if response.status_code < 500
+            else "retry later; if it persists, check the registry's status"
+        )
+        if response.status_code in (405, 501):
+            fix = "the registry does not accept pushes here (read-only or a pull-through cache)"
+        raise EnvbuildError(
+            f"registry {parsed.registry} refused the manifest for {session.where}:{tag} "
+            f"(HTTP {response.status_code}" + (f": {details}" if details else "") + ")",
+            fix=fix,
+        )
+    header = response.headers.get("Docker-Content-Digest", "").strip()
+    if _DIGEST_RE.fullmatch(header):
+        return header
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _get_blob(session: _Session, digest: str) -> bytes:
+    parsed = session.parsed
+    url = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/blobs/{digest}"
+    response = session.send("GET", url)
+    if response.status_code != 200:
+        details = _error_details(response)
+        raise EnvbuildError(
+            f"registry {parsed.registry} answered HTTP {response.status_code} for blob {digest} of "
+            f"{session.where}" + (f" ({details})" if details else ""),
+            fix="check that the image was pushed completely; retry later if the registry is busy",
+        )
+    if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+        raise EnvbuildError(
+            f"blob {digest} of {session.where} does not match its digest",
+            fix="the registry or a proxy altered it; retry, and check the registry's storage",
+        )
+    return response.content
+
+
+def _json_object(body: bytes, what: str) -> dict:
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise EnvbuildError(f"{what} is not a JSON object", fix="check the image reference and the registry")
+    return value
+
+
+def _platform_entry(index: dict, where: str) -> dict:
+    entries = [e for e in index.get("manifests") or [] if isinstance(e, dict) and e.get("digest")]
+    if not entries:
+        raise EnvbuildError(f"the image index of {where} lists no manifests", fix="push the image again")
+    for entry in entries:
+        platform = entry.get("platform") or {}
+        if platform.get("os") == "linux" and platform.get("architecture") == "amd64":
+            return entry
+    return entries[0]
+
+
+def _is_index(manifest: dict, media_type: str) -> bool:
+    return (
+        media_type in INDEX_MEDIA_TYPES
+        or manifest.get("mediaType") in INDEX_MEDIA_TYPES
+        or ("manifests" in manifest and "config" not in manifest)
+    )
+
+
+def _config_labels(session: _Session, body: bytes, media_type: str) -> dict[str, str]:
+    return _config(session, body, media_type)[1]
+
+
+def _config(session: _Session, body: bytes, media_type: str) -> tuple[str, dict[str, str]]:
+    """(config digest, which is the image id Docker shows, and the config's labels)."""
+    manifest = _json_object(body, f"the manifest of {session.where}")
+    if _is_index(manifest, media_type):
+        entry = _platform_entry(manifest, session.where)
+        body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
+        manifest = _json_object(body, f"the manifest {entry['digest']} of {session.where}")
+    config_digest = (manifest.get("config") or {}).get("digest")
+    if not isinstance(config_digest, str) or not _DIGEST_RE.fullmatch(config_digest):
+        raise EnvbuildError(
+            f"the manifest of {session.where} names no sha256 config blob ({media_type or 'no media type'})",
+            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
+        )
+    config = _json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
+    labels = (config.get("config") or {}).get("Labels") or {}
+    return config_digest, ({str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {})
+
+
+def _copy_references(source: _Session, target: _Session, body: bytes, media_type: str) -> None:
+    """Make what the manifest refers to present in the target repository of the same registry:
+    blobs are mounted from the source repository, an index's manifests are put by digest."""
+    manifest = _json_object(body, f"the manifest of {source.where}")
+    if _is_index(manifest, media_type):
+        for entry in manifest.get("manifests") or []:
+            child_digest = str(entry.get("digest", ""))
+            child, child_type, _ = _fetch_manifest(source, child_digest)
+            _copy_references(source, target, child, child_type)
+            if _put_manifest(target, child_digest, child, child_type) != child_digest:
+                raise EnvbuildError(
+                    f"registry {target.parsed.registry} stored manifest {child_digest} under another digest",
+                    fix="use a registry that keeps manifests byte for byte",
+                )
+        return
+    blobs = [manifest.get("config") or {}, *(manifest.get("layers") or [])]
+    for blob in blobs:
+        if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
+            _mount_blob(source, target, blob["digest"])
+
+
+def _mount_blob(source: _Session, target: _Session, digest: str) -> None:
+    parsed = target.parsed
+    base = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/blobs"
+    scopes = [f"repository:{parsed.repository}:pull,push", f"repository:{source.parsed.repository}:pull"]
+    if target.send("HEAD", f"{base}/{digest}", scope=scopes).status_code == 200:
+        return
+    response = target.send(
+        "POST",
+        f"{base}/uploads/",
+        params={"mount": digest, "from": source.parsed.repository},
+        scope=scopes,
+    )
+    if response.status_code == 201:
+        return
+    if response.status_code == 202:  # the registry started an upload instead: cancel it, say why
+        location = response.headers.get("Location", "")
+        if location:
+            url = (
+                location
+                if "://" in location
+                else f"{registry_scheme(parsed.api_host)}://{parsed.api_host}{location}"
+            )
+            with contextlib.suppress(EnvbuildError):
+                target.send("DELETE", url, scope=scopes)
+    details = _error_details(response)
+    raise EnvbuildError(
+        f"registry {parsed.registry} did not mount blob {digest} from {source.parsed.repository} into "
+        f"{parsed.repository} (HTTP {response.status_code}" + (f": {details}" if details else "") + ")",
+        fix="promote to a tag in the source repository, or push the image to the target repository",
+    )
+
+
+def _error_details(response: requests.Response) -> str:
+    """ "CODE: message; ..." from a registry error body; "" when it has none."""
+    try:
+        errors = response.json().get("errors") or []
+    except (ValueError, AttributeError):
+        return ""
+    parts = []
+    for error in errors:
+        if isinstance(error, dict):
+            code, message = error.get("code"), error.get("message")
+            parts.append(": ".join(str(x) for x in (code, message) if x))
+    return "; ".join(p for p in parts if p)
+
+
+def registry_scheme(host: str) -> str:
+    """ "http" for loopback hosts and those in ENVBUILD_INSECURE_REGISTRIES, "https" otherwise."""
+    insecure = {h.strip().lower() for h in os.environ.get("ENVBUILD_INSECURE_REGISTRIES", "").split(",")}
+    if host.lower() in insecure - {""}:
+        return "http"
+    return "http" if _is_loopback(_host_only(host)) else "https"
+
+
+def _host_only(host: str) -> str:
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host[1:]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_loopback(hostname: str) -> bool:
+    if hostname.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def docker_config_path(docker_config: str | None = None) -> str:
+    directory = (
+        docker_config or os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
+    )
+    return os.path.join(directory, "config.json")
+
+
+def _credentials(parsed: Reference, docker_config: str | None) -> tuple[str, str] | None:
+    """(user, password) from the docker config's `auths` for this registry, or None."""
+    try:
+        with open(docker_config_path(docker_config), encoding="utf-8") as handle:
+            auths = json.load(handle).get("auths") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(auths, dict):
+        return None
+    wanted = {parsed.registry.lower()}
+    if parsed.registry in _HUB_ALIASES:
+        wanted |= _HUB_ALIASES
+    for key, entry in auths.items():
+        if not isinstance(entry, dict) or _config_key_host(key) not in wanted:
+            continue
+        if entry.get("auth"):
+            try:
+                user, sep, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if sep:
+                return user, password
+        if entry.get("username") and entry.get("password"):
+            return str(entry["username"]), str(entry["password"])
+    return None
+
+
+def _config_key_host(key: str) -> str:
+    """ "https://index.docker.io/v1/" -> "index.docker.io"; "127.0.0.1:5000" stays as it is."""
+    host = key.strip().lower()
+    for prefix in ("https://", "http://"):
+        if host.startswith(prefix):
+            host = host[len(prefix) :]
+    return host.split("/", 1)[0]
+
+
+def _parse_challenge(header: str) -> tuple[str, dict[str, str]]:
+    scheme, _, rest = header.strip().partition(" ")
+    params = {
+        m.group(1).lower(): m.group(2) if m.group(2) is not None else m.group(3)
+        for m in re.finditer(r'(\w+)\s*=\s*(?:"([^"]*)"|([^,\s]+))', rest)
+    }
+    return scheme.lower(), params
+
+
+class _Session:
+    """One resolution: the retrying GET, the auth handshake and the error messages."""
+
+    def __init__(self, parsed: Reference, *, docker_config: str | None, timeout: float, retries: int) -> None:
+        import requests
+
+        self.parsed = parsed
+        self.docker_config = docker_config
+        self.timeout = timeout
+        self.retries = max(0, int(retries))
+        self.http = requests.Session()
+        self.credentials = _credentials(parsed, docker_config)
+        self.authorization: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.parsed.registry}/{self.parsed.repository}"
+
+    def get(self, url: str, **kwargs: object) -> requests.Response:
+        return self.request("GET", url, **kwargs)
+
+    def request(self, method: str, url: str, **kwargs: object) -> requests.Response:
+        """One request, retried after a connection error, a timeout or a 5xx answer."""
+        import requests
+
+        host = re.sub(r"^\w+://", "", url).split("/", 1)[0]
+
+        def unreachable(attempts: int, exc: BaseException) -> EnvbuildError:
+            return EnvbuildError(
+                f"registry {host} is unreachable after {attempts} attempt(s): {short_reason(exc)}",
+                fix=f"check that {host} is the right host and port, that it is running and "
+                "that this machine can reach it (network, proxy, firewall)",
+            )
+
+        try:
+            return with_retries(
+                lambda: self.http.request(method, url, timeout=self.timeout, **kwargs),  # type: ignore[arg-type]
+                retries=self.retries,
+                backoff_s=BACKOFF_START_S,
+                unreachable=unreachable,
+            )
+        except requests.exceptions.SSLError as exc:
+            raise EnvbuildError(
+                f"TLS handshake with registry {host} failed: {short_reason(exc)}",
+                fix=f"if {host} serves plain http, list it in ENVBUILD_INSECURE_REGISTRIES "
+                f"(comma-separated host:port); otherwise check its certificate",
+            ) from None
+
+    def send(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        scope: object = None,
+        **kwargs: object,
+    ) -> requests.Response:
+        """`request` with the auth handshake: the session's last Authorization first, then on a 401 a
+        new one for `scope` (a str or a list of "repository:<repo>:<actions>"; None: the challenge's)."""
+        headers = dict(headers or {})
+        if self.authorization:
+            headers["Authorization"] = self.authorization
+        response = self.request(method, url, headers=headers, **kwargs)
+        if response.status_code == 401:
+            self.authorization = self.authorize(response, scope=scope)
+            headers["Authorization"] = self.authorization
+            response = self.request(method, url, headers=headers, **kwargs)
+            if response.status_code == 401:
+                raise self.needs_credentials(response.status_code)
+        if response.status_code == 403:
+            raise self.needs_credentials(response.status_code)
+        return response
+
+    def authorize(self, response: requests.Response, *, scope: object = None) -> str:
+        """The Authorization header value the 401 challenge asks for (never put in a message).
+
+        `scope` (Bearer only) replaces the challenge's scope: "repository:<repo>:pull,push" for a push.
+        """
+        scheme, params = _parse_challenge(response.headers.get("WWW-Authenticate", ""))
+        if scheme == "basic":
+            if not self.credentials:
+                raise self.needs_credentials(401)
+            return "Basic " + base64.b64encode(":".join(self.credentials).encode()).decode()
+        if scheme != "bearer" or not params.get("realm"):
+            raise EnvbuildError(
+                f"registry {self.parsed.registry} asked for an authentication scheme envbuild does not "
+                f"speak ({scheme or 'no WWW-Authenticate header'})",
+                fix="pin the image by digest yourself (name:tag@sha256:...) or use a registry with "
+                "Bearer-token or basic authentication",
+            )
+        query = {"service": params.get("service"), "scope": scope or params.get("scope")}
+        if not query["scope"]:
+            query["scope"] = f"repository:{self.parsed.repository}:pull"
+        token_response = self.get(
+            params["realm"],
+            params={k: v for k, v in query.items() if v},
+            auth=self.credentials,
+        )
+        if token_response.status_code in (401, 403):
+            raise self.needs_credentials(token_response.status_code)
+        if token_response.status_code != 200:
+            raise EnvbuildError(
+                f"the token service of registry {self.parsed.registry} answered HTTP "
+                f"{token_response.status_code} for {self.where}",
+                fix="retry later; if it persists, check the registry's status",
+            )
+        try:
+            body = token_response.json()
+            token = body.get("token") or body.get("access_token")
+        except (ValueError, AttributeError):
+            token = None
+        if not isinstance(token, str) or not token:
+            raise EnvbuildError(
+                f"the token service of registry {self.parsed.registry} sent no token for {self.where}",
+                fix="retry later; if it persists, check the registry's status",
+            )
+        return f"Bearer {token}"
+
+    def needs_credentials(self, status: int) -> EnvbuildError:
+        host = self.parsed.registry
+        known = (
+            "the credentials in the docker config were refused"
+            if self.credentials
+            else (f"no credentials for {host} in {docker_config_path(self.docker_config)}")
+        )
+        return EnvbuildError(
+            f"registry {host} refused access to {self.parsed.repository} (HTTP {status}; {known}); "
+            f"it needs credentials: docker login {host}",
+            fix=f"run `docker login {host}` (or pass the docker config directory that has the login), "
+            "and check the repository name and your access to it",
+        )
+
+    def not_found(
+        self,
+        response: requests.Response,
+        tags_url: str,
+        headers: dict[str, str],
+        *,
+        reference: str | None = None,
+    ) -> EnvbuildError:
+        """Repository or tag not found: some registries (distribution 2.x) answer MANIFEST_UNKNOWN for
+        both, so a 404 without NAME_UNKNOWN is told apart by asking for the repository's tag list.
+
+        `reference`: the tag or "sha256:..." asked for (default: the parsed reference's tag)."""
+        codes = _error_codes(response)
+        if "NAME_UNKNOWN" not in codes:
+            try:
+                probe = self.get(tags_url, headers={k: v for k, v in headers.items() if k != "Accept"})
+            except EnvbuildError:
+                probe = None
+            if probe is not None and probe.status_code == 404:
+                codes = _error_codes(probe)
+        if "NAME_UNKNOWN" in codes:
+            return EnvbuildError(
+                f"repository {self.parsed.repository} not found on registry {self.parsed.registry}",
+                fix="check the image name's spelling and registry; a private repository may need "
+                f"`docker login {self.parsed.registry}`",
+            )
+        if reference and _DIGEST_RE.fullmatch(reference):
+            return EnvbuildError(
+                f"manifest {reference} not found in {self.where}",
+                fix="check the digest; the manifest may have been deleted, or pushed to another repository",
+            )
+        return EnvbuildError(
+            f"tag {reference or self.parsed.tag!r} not found in {self.where}",
+            fix=f"check the tag's spelling, or list the tags with "
+            f"GET /v2/{self.parsed.repository}/tags/list; push it first if it is your image",
+        )
+
+    def http_error(self, response: requests.Response, *, reference: str | None = None) -> EnvbuildError:
+        codes = ", ".join(sorted(_error_codes(response)))
+        reference = reference or self.parsed.tag
+        at = "@" if _DIGEST_RE.fullmatch(reference) else ":"
+        return EnvbuildError(
+            f"registry {self.parsed.registry} answered HTTP {response.status_code} for the manifest "
+            f"of {self.where}{at}{reference}" + (f" ({codes})" if codes else ""),
+            fix="retry later; if it persists, check the registry's status and the image reference",
+        )
+
+
+def _error_codes(response: requests.Response) -> set[str]:
+    try:
+        errors = response.json().get("errors") or []
+        return {str(e.get("code")) for e in errors if isinstance(e, dict)}
+    except (ValueError, AttributeError):
+        return set()

@@ -1,0 +1,258 @@
+"""`envbuild build`: render -> build -> verify -> promote, per target, with a record for CI.
+
+An image gets a tag only after its smoke step passed: the build is untagged, verify runs the smoke
+program in a throwaway container, and promote adds a label-only layer and the tags (and pushes).
+Every stage's outcome goes into build/<target>/record.json, written after each stage, so a failure,
+an interrupt or a registry error leaves a record of what happened and no tag.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+
+from envbuild import __version__
+from envbuild._util.files import write_atomic
+from envbuild.errors import EnvbuildError
+
+RECORD = "record.json"
+
+
+def _write_json(path: str, data: dict) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+class TargetLock:
+    """One `envbuild build` per target at a time: a second one waits for the first (flock)."""
+
+    def __init__(self, directory: str, target: str, say) -> None:
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, f".{target}.build.lock")  # beside the context: render replaces it
+        self.say = say
+        self.handle = None
+
+    def __enter__(self) -> TargetLock:
+        self.handle = open(self.path, "w")
+        try:
+            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.say(f"another envbuild build holds {self.path}; waiting for it")
+            fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.handle:
+            fcntl.flock(self.handle, fcntl.LOCK_UN)
+            self.handle.close()
+
+
+def engine_version() -> str | None:
+    try:
+        import docker
+
+        return docker.from_env(timeout=10).version().get("Version")
+    except Exception:
+        return None
+
+
+def build_target(
+    matrix,
+    spec,
+    target,
+    *,
+    out_dir: str,
+    builder: str,
+    smoke_device: str,
+    push: bool,
+    base_image: str | None = None,
+    wheelhouse: str | None = None,
+    no_cache: bool = False,
+    lock=None,
+    lock_digest: str | None = None,
+    say=print,
+    progress=None,
+) -> dict:
+    """Run the four stages for one target; returns its record (record["ok"] says if it passed)."""
+    from envbuild.image import engine
+    from envbuild.image.promote import promote
+    from envbuild.image.verify import verify_image
+    from envbuild.render.context import render_files, write_context
+    from envbuild.render.plan import build_plan
+
+    context_dir = os.path.join(out_dir, target.name)
+    record: dict = {
+        "target": target.name,
+        "envbuild": __version__,
+        "ok": False,
+        "status": "started",
+        "stages": {},
+        "images": {},
+        "tags": [],
+        "pushed": [],
+        "smoke": None,
+        "error": None,
+        "lock_digest": lock_digest,
+        "smoke_device": smoke_device,
+    }
+    record_path = os.path.join(context_dir, RECORD)
+
+    def stage(name: str, started: float, **extra) -> None:
+        record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
+        _write_json(record_path, record)
+
+    with TargetLock(out_dir, target.name, say):
+        try:
+            started = time.perf_counter()
+            backend = engine.choose_backend(builder)
+            plan = build_plan(
+                matrix,
+                spec,
+                target,
+                base_image=base_image,
+                wheelhouse=wheelhouse is not None,
+                lock=lock,
+                buildkit=backend == "buildkit",
+            )
+            write_context(render_files(plan), out_dir, target.name, wheelhouse=wheelhouse, plan=plan)
+            record.update(stack=plan.stack_document, engine=engine_version(), backend=backend)
+            stage("render", started, context=context_dir)
+            say(
+                f"{target.name}: rendered {plan.stack_document['framework']} "
+                f"{plan.stack_document['framework_version']} ({plan.strategy}, {backend}) in {context_dir}"
+            )
+
+            started = time.perf_counter()
+            result = engine.build_image(
+                context_dir,
+                backend=backend,
+                no_cache=no_cache,
+                log_path=os.path.join(context_dir, "build.log"),
+                progress=progress or engine.Progress(),
+            )
+            record["images"]["built"] = result.image_id
+            stage("build", started, steps=result.steps)
+            say(f"{target.name}: built {result.image_id[:19]} in {result.seconds:.1f}s (untagged)")
+
+            started = time.perf_counter()
+            record["status"] = "verifying"
+            verification = verify_image(
+                result.image_id,
+                device=smoke_device,
+                steps=spec.smoke.steps,
+                precision=spec.smoke.precision,
+                timeout=spec.smoke.timeout,
+            )
+            record["smoke"] = verification.report
+            stage("verify", started, passed=verification.passed, device=smoke_device)
+            if not verification.passed:
+                failed = "; ".join(
+                    f"{f['gate']}: {f['detail']} (hint: {f['hint']})"
+                    for f in verification.report.get("failed", [])
+                )
+                raise EnvbuildError(
+                    f"{target.name}: the smoke step failed on {smoke_device}: {failed}",
+                    fix="the image was not tagged; fix the cause and build again",
+                )
+            say(
+                f"{target.name}: smoke step passed on {smoke_device} "
+                f"({verification.report.get('throughput_samples_per_s')} samples/s)"
+            )
+
+            started = time.perf_counter()
+            record["status"] = "promoting"
+            promotion = promote(
+                result.image_id,
+                tags=list(plan.tags),
+                report=verification.report,
+                device=smoke_device,
+                push=push,
+            )
+            record["images"]["promoted"] = promotion.image_id
+            record["tags"] = list(promotion.tags)
+            record["pushed"] = [{"tag": tag, "digest": digest} for tag, digest in promotion.pushed]
+            stage("promote", started, pushed=push)
+            for tag in promotion.tags:
+                say(
+                    f"{target.name}: tagged {tag}"
+                    + (" (verified on CPU only)" if smoke_device == "cpu" else "")
+                )
+            for tag, digest in promotion.pushed:
+                say(f"{target.name}: pushed {tag}@{digest}")
+            record.update(ok=True, status="promoted")
+        except KeyboardInterrupt:
+            if "plan" in locals() and record["stages"].get("verify", {}).get("passed"):
+                _untag(plan.tags)
+            record.update(status="interrupted", error="interrupted", tags=[])
+            _write_json(record_path, record)
+            raise
+        except EnvbuildError as exc:
+            record.update(status="failed", error=exc.message)
+            if record["status"] == "failed" and record["stages"].get("verify", {}).get("passed"):
+                _untag(plan.tags)  # a registry error after tagging: no tag may stay behind
+                record["tags"] = []
+            _write_json(record_path, record)
+            raise
+        _write_json(record_path, record)
+    return record
+
+
+def _untag(tags) -> None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=30)
+        for tag in tags:
+            with contextlib.suppress(docker.errors.ImageNotFound):
+                client.images.remove(tag, noprune=True)
+    except Exception:  # best effort: the record already says the promotion failed
+        pass
+
+
+def lock_file_digest(path: str) -> str | None:
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as handle:
+        return "sha256:" + hashlib.sha256(handle.read()).hexdigest()
+
+
+def build_all(targets, build_one, *, jobs: int) -> list[tuple[dict, str | None]]:
+    """Build targets, `jobs` at a time against one engine; results in the targets' order.
+
+    A failing target does not stop the others: each result is (record, error message or None).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(target) -> tuple[dict, str | None]:
+        try:
+            return build_one(target), None
+        except EnvbuildError as exc:
+            return {"target": target.name, "status": "failed"}, exc.render()
+
+    if jobs <= 1:
+        return [one(t) for t in targets]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, targets))
+
+
+def summary_table(records: list[dict]) -> str:
+    rows = [("target", "result", "framework", "CUDA", "smoke", "tags")]
+    for record in records:
+        stack = record.get("stack") or {}
+        rows.append(
+            (
+                record["target"],
+                record.get("status", "?"),
+                f"{stack.get('framework', '-')} {stack.get('framework_version', '')}".strip(),
+                str(stack.get("cuda", "-")),
+                record.get("smoke_device", "-"),
+                ", ".join(record.get("tags", [])) or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return (
+        "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows) + "\n"
+    )

@@ -1,0 +1,260 @@
+"""Reading upstream package indexes over HTTP for `envbuild matrix refresh`.
+
+Everything here answers with plain data or a short EnvbuildError naming the URL, so the refresh
+never writes anything on a network failure or a malformed answer. Base URLs are settings, so the
+tests point the same code at recorded answers served on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.errors import EnvbuildError
+
+if TYPE_CHECKING:
+    import requests
+
+PEP691_JSON = "application/vnd.pypi.simple.v1+json"
+RANGE_BLOCK = 256 * 1024  # bytes per range request; a wheel's central directory fits in one or two
+BACKOFF_START_S = 0.5
+MAX_DOWNLOAD = 4 * 1024**3  # the fallback without range support still refuses absurd sizes
+
+
+class NotFound(EnvbuildError):
+    """HTTP 404: for an index or a tag list, "this does not exist" is an answer, not a failure."""
+
+
+class Http:
+    """One requests session with retries on connection errors, timeouts and 5xx answers."""
+
+    def __init__(self, *, timeout: float = 30, retries: int = 2) -> None:
+        import requests
+
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "envbuild-matrix-refresh"
+        self.timeout = timeout
+        self.retries = max(0, retries)
+        self.bytes_read = 0
+
+    def get(
+        self, url: str, *, headers: dict[str, str] | None = None, stream: bool = False
+    ) -> requests.Response:
+        from envbuild._util import http as _http
+
+        def unreachable(attempts: int, exc: BaseException) -> EnvbuildError:
+            return EnvbuildError(
+                f"{url} is unreachable after {attempts} attempt(s): {_http.short_reason(exc)}",
+                fix="check the network, proxy and the base URL setting (--pypi-url, "
+                "--pytorch-index-url, --cuda-repository), then run the refresh again",
+            )
+
+        return _http.with_retries(
+            lambda: self.session.get(url, headers=headers, timeout=self.timeout, stream=stream),
+            retries=self.retries,
+            backoff_s=BACKOFF_START_S,
+            unreachable=unreachable,
+        )
+
+    def json(self, url: str, *, accept: str = "application/json") -> object:
+        response = self.get(url, headers={"Accept": accept})
+        if response.status_code == 404:
+            raise NotFound(f"{url} answered 404 Not Found", fix="check the name and the base URL setting")
+        if response.status_code != 200:
+            raise EnvbuildError(
+                f"{url} answered HTTP {response.status_code}",
+                fix="retry later; if it persists, check the base URL setting and the service's status",
+            )
+        self.bytes_read += len(response.content)
+        try:
+            return response.json()
+        except ValueError:
+            raise malformed(url, "the body is not JSON") from None
+
+
+def malformed(url: str, why: str) -> EnvbuildError:
+    return EnvbuildError(
+        f"malformed response from {url}: {why}",
+        fix="nothing was written; retry later, and if it persists report the upstream change "
+        "(envbuild's refresh reads the documented format only)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# PyPI JSON API and PEP 691 simple indexes
+
+
+class DistFile(Record):
+    __slots__ = ("filename", "url", "requires_python", "yanked")
+    filename: str
+    url: str
+    requires_python: str | None
+    yanked: bool
+
+
+def pypi_releases(http: Http, base: str, project: str) -> dict[str, list[DistFile]]:
+    """version -> files, from the PyPI JSON API (GET /pypi/<project>/json)."""
+    url = f"{base.rstrip('/')}/pypi/{project}/json"
+    data = http.json(url)
+    releases = data.get("releases") if isinstance(data, dict) else None
+    if not isinstance(releases, dict):
+        raise malformed(url, "no 'releases' object")
+    parsed: dict[str, list[DistFile]] = {}
+    for version, files in releases.items():
+        if not isinstance(files, list):
+            raise malformed(url, f"release {version!r} is not a list of files")
+        parsed[version] = [_dist_file(url, f) for f in files]
+    return parsed
+
+
+def _dist_file(where: str, entry: object) -> DistFile:
+    if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str):
+        raise malformed(where, "a file entry has no 'filename'")
+    file_url = entry.get("url")
+    if not isinstance(file_url, str) or not file_url:
+        raise malformed(where, f"file {entry['filename']!r} has no 'url'")
+    from urllib.parse import urljoin
+
+    file_url = urljoin(where, file_url)  # mirrors answer with URLs relative to the page
+    yanked = entry.get("yanked", False)
+    requires = entry.get("requires_python", entry.get("requires-python"))
+    return DistFile(
+        entry["filename"], file_url, requires if isinstance(requires, str) else None, bool(yanked)
+    )
+
+
+def simple_index_files(http: Http, index: str, project: str) -> list[DistFile] | None:
+    """The files of one project on a PEP 691 JSON simple index; None when it is not there."""
+    url = f"{index.rstrip('/')}/{project}/"
+    try:
+        data = http.json(url, accept=PEP691_JSON)
+    except NotFound:
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list):
+        raise malformed(url, "no 'files' list (is it a PEP 691 JSON index?)")
+    return [_dist_file(url, entry) for entry in files]
+
+
+# ---------------------------------------------------------------------------------------------
+# wheel METADATA without downloading the wheel
+
+
+class _RangeReader(io.RawIOBase):
+    """A seekable file over HTTP range requests, so zipfile reads only the central directory and
+    the METADATA member of a wheel (pip's "lazy wheel" idea)."""
+
+    def __init__(self, http: Http, url: str, size: int, tail: bytes) -> None:
+        super().__init__()
+        self.http, self.url, self.size, self.position = http, url, size, 0
+        self.tail_start, self.tail = size - len(tail), tail
+        self.blocks: dict[int, bytes] = {}  # block start -> bytes, aligned to RANGE_BLOCK
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self.position, 2: self.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
+        end = min(self.position + len(buffer), self.size)
+        if end <= self.position:
+            return 0
+        data = self._read(self.position, end)
+        buffer[: len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+    def _read(self, start: int, end: int) -> bytes:
+        if start >= self.tail_start:
+            return self.tail[start - self.tail_start : end - self.tail_start]
+        first = start - start % RANGE_BLOCK
+        chunks = []
+        for position in range(first, end, RANGE_BLOCK):
+            if position not in self.blocks:
+                stop = min(position + RANGE_BLOCK, self.size) - 1
+                self.blocks[position] = _range(self.http, self.url, position, stop)
+            chunks.append(self.blocks[position])
+        return b"".join(chunks)[start - first : end - first]
+
+
+def _range(http: Http, url: str, start: int, stop: int) -> bytes:
+    response = http.get(url, headers={"Range": f"bytes={start}-{stop}"})
+    if response.status_code != 206:
+        raise EnvbuildError(
+            f"{url} stopped honouring range requests (HTTP {response.status_code} for bytes {start}-{stop})",
+            fix="retry later; nothing was written",
+        )
+    http.bytes_read += len(response.content)
+    return response.content
+
+
+class WheelMetadata(Record):
+    __slots__ = ("text", "ranged", "bytes_read")
+    text: str
+    ranged: bool  # True: read with range requests; False: the server made us download the wheel
+    bytes_read: int
+
+
+def wheel_metadata(http: Http, url: str) -> WheelMetadata:
+    """The METADATA of a remote wheel: its central directory and one member by range requests when
+    the server supports them, else (after one suffix-range probe) the whole file."""
+    before = http.bytes_read
+    response = http.get(url, headers={"Range": f"bytes=-{RANGE_BLOCK}"}, stream=True)
+    if response.status_code == 206:
+        total = re.match(r"bytes \d+-\d+/(\d+)", response.headers.get("Content-Range", ""))
+        if not total:
+            raise malformed(url, "a 206 answer without a Content-Range total")
+        tail = response.content
+        http.bytes_read += len(tail)
+        source: io.RawIOBase | io.BytesIO = _RangeReader(http, url, int(total.group(1)), tail)
+        ranged = True
+    elif response.status_code == 200:
+        source = io.BytesIO(_download(http, url, response))
+        ranged = False
+    elif response.status_code == 404:
+        raise NotFound(
+            f"{url} answered 404 Not Found", fix="the index lists a file it does not serve; retry later"
+        )
+    else:
+        raise EnvbuildError(
+            f"{url} answered HTTP {response.status_code}", fix="retry later; nothing was written"
+        )
+    try:
+        with zipfile.ZipFile(io.BufferedReader(source, RANGE_BLOCK) if ranged else source) as wheel:  # type: ignore[arg-type]
+            names = [n for n in wheel.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+            if len(names) != 1:
+                raise malformed(url, "the wheel has no single *.dist-info/METADATA")
+            text = wheel.read(names[0]).decode("utf-8")
+    except (zipfile.BadZipFile, UnicodeDecodeError, EOFError) as exc:
+        raise malformed(url, f"not a readable wheel ({exc})") from None
+    return WheelMetadata(text, ranged, http.bytes_read - before)
+
+
+def _download(http: Http, url: str, response: requests.Response) -> bytes:
+    size = int(response.headers.get("Content-Length") or 0)
+    if size > MAX_DOWNLOAD:
+        raise EnvbuildError(
+            f"{url} does not support range requests and is {size} bytes",
+            fix="use an index that supports HTTP range requests (PyPI's file host does)",
+        )
+    body = response.content
+    http.bytes_read += len(body)
+    return body
+
+
+def requires_dist(metadata: str) -> list[str]:
+    """The Requires-Dist values of a METADATA file (headers only; the body is the description)."""
+    from email.parser import HeaderParser
+
+    return [str(v) for v in HeaderParser().parsestr(metadata).get_all("Requires-Dist") or []]

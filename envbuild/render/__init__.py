@@ -1,0 +1,3 @@
+"""Turn a spec target (and its lock) into a build plan, then into a Docker build context through the
+Jinja templates.
+"""

@@ -1,0 +1,129 @@
+"""Render a build plan into a Docker build context: Dockerfile, requirement files or environment.yml,
+the smoke program, .dockerignore and stack.json.
+
+Jinja2 with StrictUndefined: a template that names a value the plan does not have fails loudly
+instead of writing an empty string into a Dockerfile. Output bytes depend only on the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+from envbuild import __version__
+from envbuild._util.resources import data_dir
+from envbuild.errors import UsageError
+from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan
+from envbuild.smoke import program
+
+DOCKERFILE_TEMPLATES = {
+    "wheels": "dockerfile/wheels.Dockerfile.j2",
+    "base-image": "dockerfile/base-image.Dockerfile.j2",
+    "conda": "dockerfile/conda.Dockerfile.j2",
+}
+PYTHON_ENV = (
+    ("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+    ("PIP_NO_CACHE_DIR", "1"),
+    ("PYTHONUNBUFFERED", "1"),
+    ("VIRTUAL_ENV", VENV),
+    ("PATH", f"{VENV}/bin:$PATH"),
+)
+CONDA_ENV = (("PIP_DISABLE_PIP_VERSION_CHECK", "1"), ("PIP_NO_CACHE_DIR", "1"), ("PYTHONUNBUFFERED", "1"))
+
+
+def templates_dir() -> str:
+    return data_dir("templates")
+
+
+def _environment():
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates_dir()),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,  # Dockerfiles, not HTML: values are validated and quoted with `dq`
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["dq"] = lambda value: json.dumps(str(value))
+    return env
+
+
+def _squeeze(text: str) -> str:
+    """At most one blank line in a row, and exactly one newline at the end."""
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.strip() or (lines and lines[-1].strip()):
+            lines.append(line.rstrip())
+    return "\n".join(lines).strip("\n") + "\n"
+
+
+def render_files(plan: Plan) -> dict[str, bytes]:
+    env = _environment()
+    context = {
+        "plan": plan,
+        "version": __version__,
+        "venv": VENV,
+        "python_env": PYTHON_ENV,
+        "conda_env": CONDA_ENV,
+        "micromamba_uid": MICROMAMBA_UID,
+    }
+    files = {
+        "Dockerfile": _squeeze(env.get_template(DOCKERFILE_TEMPLATES[plan.strategy]).render(context)),
+        ".dockerignore": _squeeze(env.get_template("context/dockerignore.j2").render(context)),
+        "requirements-framework.txt": plan.framework_lines,
+        "constraints.txt": "".join(f"{r}\n" for r in plan.constraints),
+        "requirements.txt": plan.user_lines,
+        "stack.json": json.dumps(plan.stack_document, indent=2, sort_keys=True) + "\n",
+    }
+    if plan.strategy == "conda":
+        files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
+        del files["requirements-framework.txt"]
+    encoded = {name: text.encode() for name, text in files.items()}
+    encoded["smoke.py"] = program(plan.stack.framework.name)
+    return encoded
+
+
+def write_context(
+    files: dict[str, bytes],
+    out_dir: str,
+    target: str,
+    *,
+    wheelhouse: str | None = None,
+    plan: Plan | None = None,
+) -> str:
+    """Write DIR/<target>/ all at once: a failure leaves the previous context untouched."""
+    destination = os.path.join(out_dir, target)
+    os.makedirs(out_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{target}.", dir=out_dir)
+    os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the context unreadable to a non-root builder
+    try:
+        for name, data in sorted(files.items()):
+            with open(os.path.join(staging, name), "wb") as handle:
+                handle.write(data)
+        if wheelhouse is not None:
+            from envbuild.render.wheelhouse import split_wheelhouse
+
+            assert plan is not None
+            split_wheelhouse(
+                wheelhouse, os.path.join(staging, "wheels"), plan.framework_requirements, plan.python
+            )
+        old = None
+        if os.path.exists(destination):
+            old = tempfile.mkdtemp(prefix=f".{target}.old.", dir=out_dir)
+            os.rename(destination, os.path.join(old, target))
+        os.rename(staging, destination)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return destination
+
+
+def check_output_dir(out_dir: str) -> None:
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UsageError(f"-o {out_dir} exists and is not a directory", fix="pass a directory path")

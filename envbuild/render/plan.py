@@ -1,0 +1,373 @@
+"""Turn one spec target into a build plan: the resolved stack plus every concrete choice a template
+needs (base image, Python source, pip and conda requirements, labels, tags, environment).
+
+Pure and deterministic: the same spec, matrix and options give the same plan, so rendering twice
+gives identical bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from envbuild import __version__
+from envbuild._util.record import Record
+from envbuild.errors import EXIT_NO_STACK, UsageError
+from envbuild.lock.locker import LockedTarget, requirement_lines
+from envbuild.matrix.cuda_tags import cuda_tag
+from envbuild.matrix.model import Matrix, OperatingSystem
+from envbuild.matrix.versions import format_driver, format_minor
+from envbuild.resolve.query import build_query
+from envbuild.resolve.report import stack_json
+from envbuild.resolve.solver import Stack, candidate_label, resolve
+from envbuild.spec import validate
+from envbuild.spec.model import Spec, Target
+
+PYPI = "https://pypi.org/simple"
+MICROMAMBA_IMAGE = "mambaorg/micromamba:2.6.1"
+MICROMAMBA_UID = 57439  # mambauser in mambaorg/micromamba images (MAMBA_USER_ID)
+CONDA_CHANNEL = "conda-forge"
+VENV = "/opt/venv"
+USER_UID = 10001  # above the 1000 that ubuntu:24.04's own "ubuntu" user already holds
+# nvidia-* wheels whose version follows the CUDA X.Y they ship (12.4.127 is CUDA 12.4): for builds
+# that take any CUDA of a major, pinning these keeps the runtime at the minor the driver runs.
+CUDA_VERSIONED_WHEELS = (
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-nvrtc",
+    "nvidia-cuda-cupti",
+    "nvidia-cuda-nvcc",
+    "nvidia-nvjitlink",
+    "nvidia-cublas",
+)
+
+
+class NoStackError(UsageError):
+    exit_code = EXIT_NO_STACK
+
+
+class Plan(Record):
+    __slots__ = (
+        "target",
+        "strategy",
+        "stack",
+        "os",
+        "base_image",
+        "runtime_image",
+        "python",
+        "python_source",
+        "framework_requirements",
+        "framework_index",
+        "framework_find_links",
+        "constraints",
+        "conda_framework",
+        "pip",
+        "apt",
+        "conda",
+        "index_url",
+        "extra_index_urls",
+        "user",
+        "uid",
+        "env",
+        "labels",
+        "tags",
+        "wheelhouse",
+        "devel",
+        "nvidia_env",
+        "stack_document",
+        "locked",
+        "framework_lines",
+        "user_lines",
+        "buildkit",
+    )
+    target: str
+    strategy: str
+    stack: Stack
+    os: OperatingSystem
+    base_image: str  # FROM of the (first) stage
+    runtime_image: str | None  # FROM of the final stage of a devel multi-stage build
+    python: str
+    python_source: str  # system | deadsnakes | conda
+    framework_requirements: tuple[str, ...]
+    framework_index: str
+    framework_find_links: str | None
+    constraints: tuple[str, ...]
+    conda_framework: tuple[str, ...]  # conda match specs (strategy conda)
+    pip: tuple[str, ...]
+    apt: tuple[str, ...]
+    conda: tuple[str, ...]
+    index_url: str
+    extra_index_urls: tuple[str, ...]
+    user: str
+    uid: int
+    env: tuple[tuple[str, str], ...]
+    labels: tuple[tuple[str, str], ...]
+    tags: tuple[str, ...]
+    wheelhouse: bool
+    devel: bool
+    nvidia_env: tuple[tuple[str, str], ...]  # set by envbuild where no nvidia/cuda base sets them
+    stack_document: dict
+    locked: bool  # installs are hash-checked from envbuild.lock (--require-hashes --no-deps)
+    framework_lines: str  # requirements-framework.txt
+    user_lines: str  # requirements.txt
+    buildkit: bool  # the Dockerfile may use RUN --mount (else it renders for the classic builder)
+
+
+def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, OperatingSystem, str]:
+    stack = target.stack
+    where = f"{spec.path} target {target.name!r}"
+    os_row = matrix.oses.get(stack.os)
+    if os_row is None:
+        raise UsageError(
+            f"{where}: os = {stack.os!r} is not an OS envbuild renders images for",
+            fix=f"use one of: {', '.join(matrix.oses)}",
+        )
+    python = stack.python
+    if python is None and stack.strategy != "conda":
+        python = format_minor(os_row.python)  # the OS's own python3: no third-party Python source
+    query = build_query(
+        matrix,
+        driver=stack.driver,
+        gpus=list(stack.gpus),
+        frameworks=[stack.framework],
+        python=python,
+        cuda=stack.cuda,
+        compat=stack.compat,
+        limit=1,
+        strategy=stack.strategy,
+        os=stack.os,
+    )
+    result = resolve(matrix, query)
+    if not result.stacks:
+        misses = "; ".join(
+            f"{candidate_label(r.framework, r.release, r.variant)}: {r.reason.text}"
+            for r in result.closest[:3]
+        )
+        raise NoStackError(
+            f"{where}: no {stack.strategy} stack fits [stack] ({misses or 'nothing matched'})",
+            fix="run `envbuild resolve` with the same constraints to see every rejection, "
+            "then relax python, cuda, compat or the framework specifier",
+        )
+    return result.stacks[0], os_row, format_minor(result.stacks[0].python)
+
+
+def _framework_install(
+    stack: Stack, strategy: str, spec_index: str | None
+) -> tuple[tuple[str, ...], str, str | None]:
+    """Requirements, index and find-links for the framework layer."""
+    framework, release, variant = stack.framework, stack.release, stack.variant
+    version = release.version
+    extra = variant.extra
+    if strategy == "base-image" and framework.name == "tensorflow":
+        extra = None  # use the image's CUDA and cuDNN
+    elif strategy == "base-image" and extra and framework.name == "jax":
+        extra = re.sub(r"[-_]pip$", "", extra) + "-local"  # jax[cuda12-local]: the image's CUDA
+    name = framework.package + (f"[{extra}]" if extra else "")
+    if framework.name == "torch" and release.pypi_variant != variant.name:
+        # download.pytorch.org spells the variant as a local version: pin it, not just the release
+        return (f"{name}=={version}+{variant.name}",), variant.index_url, None
+    if "storage.googleapis.com" in variant.index_url:  # a find-links page, not an index
+        return (f"{name}=={version}",), spec_index or PYPI, variant.index_url
+    index = spec_index or (
+        PYPI
+        if variant.index_url.startswith("https://pypi.org/") or release.pypi_variant == variant.name
+        else variant.index_url
+    )
+    return (f"{name}=={version}",), index, None
+
+
+def _without_extras(requirement: str) -> str:
+    """pip refuses extras in a constraints file: jax[cuda12]==0.6.2 -> jax==0.6.2."""
+    return re.sub(r"\[[^\]]*\]", "", requirement)
+
+
+def _cuda_constraints(stack: Stack, strategy: str) -> tuple[str, ...]:
+    """Pin the CUDA-versioned nvidia-* wheels of open-ranged builds to the resolved X.Y.
+
+    Only the wheels strategy installs them: base-image uses the image's CUDA, conda its own packages.
+    """
+    if stack.variant.cuda is not None or strategy != "wheels":
+        return ()
+    major, minor = stack.cuda
+    suffix = f"-cu{major}" if major <= 12 else ""
+    return tuple(f"{name}{suffix}=={major}.{minor}.*" for name in CUDA_VERSIONED_WHEELS)
+
+
+def build_plan(
+    matrix: Matrix,
+    spec: Spec,
+    target: Target,
+    *,
+    base_image: str | None = None,
+    wheelhouse: bool = False,
+    lock: LockedTarget | None = None,
+    buildkit: bool = True,
+) -> Plan:
+    strategy = target.stack.strategy
+    stack, os_row, python = _resolve_target(matrix, spec, target)
+    if base_image is not None:
+        try:
+            validate.image_ref(base_image)
+        except ValueError as exc:
+            raise UsageError(f"--base-image {base_image!r} {exc}") from None
+    cuda = format_minor(stack.cuda)
+    requirements, index, find_links = _framework_install(stack, strategy, spec.packages.index_url)
+    index = spec.packages.framework_index_url or index  # a mirror of the variant's index
+    python_source = "system" if python == format_minor(os_row.python) else "deadsnakes"
+    if strategy == "conda":
+        python_source = "conda"
+    elif python_source == "deadsnakes" and os_row.family != "ubuntu":
+        raise UsageError(
+            f"{spec.path} target {target.name!r}: python {python} is not {os_row.name}'s python3 "
+            f"({format_minor(os_row.python)}), and only Ubuntu has a standard source for other Pythons",
+            fix=f'set python = "{format_minor(os_row.python)}", or an Ubuntu os (deadsnakes), '
+            f'or strategy = "conda"',
+        )
+
+    runtime_image = None
+    devel = spec.image.devel and strategy == "base-image"
+    if strategy == "wheels":
+        image = os_row.image
+    elif strategy == "base-image":
+        row = matrix.image_for(stack.cuda, os_row.name)
+        assert row is not None  # the resolver only returns stacks that have one
+        kind = "devel" if devel else "runtime"
+        image = f"nvidia/cuda:{cuda_tag(row.cuda, row.cudnn_tag, kind, os_row.name)}"
+        if devel:
+            runtime_image = f"nvidia/cuda:{cuda_tag(row.cuda, row.cudnn_tag, 'runtime', os_row.name)}"
+    else:
+        image = MICROMAMBA_IMAGE
+    if base_image is not None:  # an explicit override replaces every stage's base
+        image = base_image
+        if runtime_image is not None:
+            runtime_image = base_image
+    elif lock is not None:
+        image = lock.base_image  # pinned by digest (a devel build's runtime stage keeps its tag)
+
+    conda_framework: tuple[str, ...] = ()
+    if strategy == "conda":
+        names = stack.framework.conda_packages
+        version = stack.release.version
+        # the package carrying the GPU build gets a build string of the CUDA major (cuda12* matches
+        # conda-forge's cuda126_..., cuda129_... builds); the others just the version
+        conda_framework = (
+            *(f"{n}={version}" for n in names[:-1]),
+            f"{names[-1]}={version}=cuda{stack.cuda[0]}*",
+        )
+
+    nvidia_env: tuple[tuple[str, str], ...] = ()
+    if strategy != "base-image":  # nvidia/cuda images set these themselves, with brand clauses
+        require = cuda if stack.mode == "native" else f"{stack.cuda[0]}.0"
+        nvidia_env = (
+            ("NVIDIA_VISIBLE_DEVICES", "all"),
+            ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+            ("NVIDIA_REQUIRE_CUDA", f"cuda>={require}"),
+        )
+    env = dict(spec.image.env)
+    if stack.framework.name == "torch":
+        env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+
+    fields = {
+        "framework": stack.framework.name,
+        "framework_version": stack.release.version,
+        "cuda": cuda,
+        "python": python,
+        "target": target.name,
+    }
+    try:
+        tags = tuple(f"{spec.image.repository}:{validate.expand_tag(t, fields)}" for t in spec.image.tags)
+    except ValueError as exc:
+        raise UsageError(f"{spec.path}: [image] tags: {exc}", fix="change the tag template") from None
+
+    if lock is not None and (
+        lock.python != python or dict(lock.stack).get("framework_version") != stack.release.version
+    ):
+        raise UsageError(
+            f"{spec.path} target {target.name!r}: envbuild.lock was made for another stack",
+            fix="run `envbuild lock` (and `envbuild lock --check` in CI)",
+        )
+    if lock is not None and (
+        lock.python != python or dict(lock.stack).get("framework_version") != stack.release.version
+    ):
+        raise UsageError(
+            f"{spec.path} target {target.name!r}: envbuild.lock was made for another stack",
+            fix="run `envbuild lock` (and `envbuild lock --check` in CI)",
+        )
+    labels = _labels(spec, target, stack, strategy, image, python)
+    document = stack_json(stack)
+    document.update(
+        {
+            "target": target.name,
+            "strategy": strategy,
+            "os": os_row.name,
+            "python": python,
+            "base_image": image,
+            "tags": list(tags),
+            "spec_digest": spec.digest,
+            "matrix_digest": matrix.digest,
+            "envbuild": __version__,
+        }
+    )
+    return Plan(
+        target.name,
+        strategy,
+        stack,
+        os_row,
+        image,
+        runtime_image,
+        python,
+        python_source,
+        requirements,
+        index,
+        find_links,
+        (*(_without_extras(r) for r in requirements), *_cuda_constraints(stack, strategy)),
+        conda_framework,
+        spec.packages.pip,
+        spec.packages.apt,
+        spec.packages.conda,
+        spec.packages.index_url or PYPI,
+        spec.packages.extra_index_urls,
+        spec.image.user,
+        USER_UID,
+        tuple(sorted(env.items())),
+        labels,
+        tags,
+        wheelhouse,
+        devel,
+        nvidia_env,
+        document,
+        lock is not None,
+        requirement_lines(lock.packages, "framework") if lock else "".join(f"{r}\n" for r in requirements),
+        requirement_lines(lock.packages, "user") if lock else "".join(f"{r}\n" for r in spec.packages.pip),
+        buildkit,
+    )
+
+
+def _labels(
+    spec: Spec, target: Target, stack: Stack, strategy: str, image: str, python: str
+) -> tuple[tuple[str, str], ...]:
+    variant = stack.variant
+    description = (
+        f"{stack.framework.display_name} {stack.release.version} with CUDA {format_minor(stack.cuda)}, "
+        f"Python {python}, built by envbuild"
+    )
+    labels = {
+        "org.opencontainers.image.title": f"{spec.image.repository} ({target.name})",
+        "org.opencontainers.image.description": description,
+        "org.opencontainers.image.version": stack.release.version,
+        "org.opencontainers.image.base.name": image,
+        "io.envbuild.version": __version__,
+        "io.envbuild.target": target.name,
+        "io.envbuild.strategy": strategy,
+        "io.envbuild.framework": stack.framework.name,
+        "io.envbuild.framework-version": stack.release.version,
+        "io.envbuild.variant": variant.name,
+        "io.envbuild.cuda": format_minor(stack.cuda),
+        "io.envbuild.cudnn": variant.cudnn or "",
+        "io.envbuild.nccl": variant.nccl or "",
+        "io.envbuild.python": python,
+        "io.envbuild.min-driver": format_driver(stack.min_driver),
+        "io.envbuild.compat": stack.mode,
+        "io.envbuild.gpu-arch": variant.arch.describe(),
+        "io.envbuild.spec-digest": f"sha256:{spec.digest}",
+    }
+    labels.update(dict(spec.image.labels))
+    return tuple(sorted((key, value) for key, value in labels.items() if value))

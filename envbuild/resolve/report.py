@@ -1,0 +1,225 @@
+"""Text and JSON views of a Resolution: the table, the grouped rejections, the caveats, the hints."""
+
+from __future__ import annotations
+
+import json
+
+from envbuild._util.record import TYPE_CHECKING
+from envbuild.matrix.model import Matrix
+from envbuild.matrix.versions import Driver, format_driver, format_minor
+from envbuild.resolve.solver import (
+    FAILURE_ORDER,
+    Rejection,
+    Resolution,
+    Stack,
+    candidate_label,
+    native_cuda_of,
+)
+
+if TYPE_CHECKING:
+    from typing import Any
+
+GROUP_TITLES = {
+    "framework": "excluded by --framework",
+    "python": "no wheels for the requested Python",
+    "cuda": "CUDA does not match --cuda",
+    "strategy": "does not fit the CUDA strategy",
+    "driver": 'driver too old ("CUDA driver version is insufficient")',
+    "gpu": 'GPU not covered ("no kernel image is available for execution on the device")',
+}
+SHOWN_PER_GROUP = 6
+
+
+def stack_json(stack: Stack) -> dict[str, Any]:
+    variant = stack.variant
+    return {
+        "framework": stack.framework.name,
+        "framework_version": stack.release.version,
+        "variant": variant.name,
+        "cuda": format_minor(stack.cuda),
+        "cudnn": variant.cudnn,
+        "nccl": variant.nccl,
+        "python": format_minor(stack.python),
+        "min_driver": format_driver(stack.min_driver),
+        "index_url": variant.index_url,
+        "compat": stack.mode,
+        "cuda_from": variant.cuda_from,
+        "extra": variant.extra,
+        "pypi_default": stack.release.pypi_variant == variant.name,
+        "arch": variant.arch.describe(),
+        "caveats": list(stack.caveats),
+    }
+
+
+def rejection_json(rejection: Rejection) -> dict[str, Any]:
+    return {
+        "candidate": candidate_label(rejection.framework, rejection.release, rejection.variant),
+        "reason": rejection.reason.text,
+        "kind": rejection.reason.kind,
+        "all_reasons": [f.text for f in rejection.failures],
+    }
+
+
+def closest_json(rejection: Rejection) -> dict[str, Any]:
+    data = rejection_json(rejection)
+    data["relax"] = [f.relax for f in rejection.failures if f.relax]
+    return data
+
+
+def to_json(resolution: Resolution, matrix: Matrix) -> str:
+    native = native_cuda_of(matrix, resolution.query.driver)
+    document = {
+        "driver": str(resolution.query.driver),
+        "native_cuda": format_minor(native) if native else None,
+        "compat": resolution.query.compat,
+        "branch": _branch_json(matrix, resolution.query.driver.branch),
+        "matrix_digest": matrix.digest,
+        "stacks": [stack_json(s) for s in resolution.stacks],
+        "rejected": [rejection_json(r) for r in resolution.rejected],
+        "problems": list(resolution.problems),
+        "closest": [closest_json(r) for r in resolution.closest],
+    }
+    return json.dumps(document, indent=2)
+
+
+def _branch_json(matrix: Matrix, branch: int) -> dict[str, Any] | None:
+    row = matrix.branches.get(branch)
+    if row is None:
+        return None
+    return {
+        "branch": branch,
+        "type": row.type,
+        "eol": row.eol,
+        "native_cuda": format_minor(row.native_cuda),
+        "confidence": row.prov.confidence,
+    }
+
+
+def install_hint(stack: Stack) -> str:
+    variant = stack.variant
+    name = stack.framework.package
+    requirement = (
+        f"{name}[{variant.extra}]=={stack.release.version}"
+        if variant.extra
+        else (f"{name}=={stack.release.version}")
+    )
+    if variant.index_url.startswith("https://pypi.org/"):
+        return f"pip install '{requirement}'"
+    if "storage.googleapis.com" in variant.index_url:
+        return f"pip install '{requirement}' -f {variant.index_url}"
+    return f"pip install '{requirement}' --index-url {variant.index_url}"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) -> str:
+    query = resolution.query
+    native = native_cuda_of(matrix, query.driver)
+    lines = []
+    runs = f"runs CUDA <= {format_minor(native)} natively" if native else "runs no CUDA 11+"
+    header = f"driver {query.driver}{_branch_note(matrix, query.driver)} {runs}"
+    if query.compat == "minor":
+        majors = sorted(m for m, row in matrix.minor_compat.items() if query.driver.at_least(row.min_driver))
+        if majors:
+            header += f"; with --compat minor, any CUDA {'/'.join(f'{m}.x' for m in majors)}"
+    if query.gpus:
+        header += "; GPUs: " + ", ".join(
+            f"{g.name} ({g.cc[0]}.{g.cc[1]})" if g.architecture else g.name for g in query.gpus
+        )
+    lines.append(header)
+    lines.append("")
+
+    for problem in resolution.problems:
+        lines.append(f"problem: {problem}")
+    if resolution.stacks:
+        rows = [["#", "framework", "variant", "CUDA", "cuDNN", "NCCL", "Python", "min driver", "compat"]]
+        for i, stack in enumerate(resolution.stacks, 1):
+            rows.append(
+                [
+                    str(i),
+                    f"{stack.framework.name} {stack.release.version}",
+                    stack.variant.name,
+                    format_minor(stack.cuda),
+                    stack.variant.cudnn or "-",
+                    stack.variant.nccl or "-",
+                    format_minor(stack.python),
+                    format_driver(stack.min_driver),
+                    stack.mode,
+                ]
+            )
+        lines.append("Compatible stacks (best first: newest release, then CUDA, then Python):")
+        lines += _table(rows)
+        for name, count in resolution.more.items():
+            lines.append(
+                f"  ... {count} more {name} stack{'s' * (count != 1)} (--framework {name} --limit N)"
+            )
+        lines.append("")
+        lines.append("Install:")
+        for i, stack in enumerate(resolution.stacks, 1):
+            lines.append(f"  {i}. {install_hint(stack)}")
+        caveats = [(i, c) for i, s in enumerate(resolution.stacks, 1) for c in s.caveats]
+        if caveats:
+            lines.append("")
+            lines.append("Caveats:")
+            lines += [f"  {i}. {c}" for i, c in caveats]
+    elif not resolution.problems:
+        lines.append("No compatible stack.")
+
+    if resolution.rejected:
+        lines.append("")
+        lines.append(f"Rejected ({len(resolution.rejected)} candidates):")
+        by_kind: dict[str, list[Rejection]] = {}
+        for rejection in resolution.rejected:
+            by_kind.setdefault(rejection.reason.kind, []).append(rejection)
+        for kind in FAILURE_ORDER:
+            group = by_kind.get(kind)
+            if not group:
+                continue
+            lines.append(f"  {GROUP_TITLES[kind]} ({len(group)}):")
+            shown = group if verbose else group[:SHOWN_PER_GROUP]
+            for rejection in shown:
+                label = candidate_label(rejection.framework, rejection.release, rejection.variant)
+                lines.append(f"    {label}: {rejection.reason.text}")
+            if len(group) > len(shown):
+                lines.append(f"    ... {len(group) - len(shown)} more (--verbose or --json lists every one)")
+
+    if resolution.closest and not resolution.stacks:
+        lines.append("")
+        lines.append("Closest misses, and what to relax:")
+        for miss in resolution.closest:
+            label = candidate_label(miss.framework, miss.release, miss.variant)
+            reasons = "; ".join(f.text for f in miss.failures)
+            relax = [f.relax for f in miss.failures if f.relax]
+            cuda = _miss_cuda(miss)
+            if relax:
+                lines.append(f"  {' and '.join(relax)} would allow {label}{cuda}")
+                lines.append(f"      ({reasons})")
+            else:
+                lines.append(f"  {label}: {reasons}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _branch_note(matrix: Matrix, driver: Driver) -> str:
+    """ " (PB, EOL 2025-04)": a researcher on a fixed driver wants to know how long it lasts."""
+    row = matrix.branches.get(driver.branch)
+    if row is None:
+        return ""
+    parts = [] if driver.bare else [f"R{driver.branch}"]
+    parts.append(f"{row.type}, type {row.prov.confidence}" if row.prov.confidence else row.type)
+    if row.eol:
+        parts.append(f"EOL {row.eol}")
+    return f" ({', '.join(parts)})"
+
+
+def _miss_cuda(miss: Rejection) -> str:
+    variant = miss.variant
+    if variant.cuda:
+        return f" (CUDA {format_minor(variant.cuda)})"
+    if variant.cuda_min:
+        return f" (CUDA >= {format_minor(variant.cuda_min)})"
+    return ""

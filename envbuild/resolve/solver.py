@@ -1,0 +1,328 @@
+"""Pick the stacks a driver runs, and give every other candidate one reason.
+
+Pure: a Matrix and a Query in, a Resolution out; no I/O. The rules (documented in the README and
+relied on by the tests):
+
+* native (default): a driver runs CUDA X.Y when it is >= the minimum driver of X.Y's GA release.
+* --compat minor: a driver >= the major's minor-version-compatibility floor also runs every X.Y of
+  that major, with the caveat that PTX JIT of newer code fails.
+* GPU coverage: see envbuild.matrix.arch; PTX counts only for natively run stacks.
+* A candidate is one (framework release, CUDA variant). Variants that take any CUDA X.Y >= a minimum
+  from open-ranged nvidia-* wheels (JAX, TensorFlow >= 2.20) run the newest X.Y of that major the
+  driver runs natively; under --compat minor, when none runs natively, the lowest X.Y they accept.
+* Ranking: newest framework release, then newest CUDA, then newest Python.
+"""
+
+from __future__ import annotations
+
+from envbuild._util.record import Record
+from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance, Release, Variant
+from envbuild.matrix.versions import format_cc, format_driver, format_minor, sm_name
+from envbuild.resolve.query import Query
+
+# The order in which a rejected candidate's failures are reported: the first one is its reason.
+FAILURE_ORDER = ("framework", "python", "cuda", "strategy", "driver", "gpu")
+
+COMPAT_CAVEAT = (
+    "runs CUDA {cuda} on driver {driver} through minor-version compatibility: PTX JIT of newer "
+    "code fails and CUDA APIs newer than the driver are unavailable"
+)
+
+
+class Failure(Record):
+    __slots__ = ("kind", "text", "relax")
+    kind: str  # one of FAILURE_ORDER
+    text: str
+    relax: str | None  # the single change that would clear it, e.g. "--compat minor"
+
+
+class Stack(Record):
+    __slots__ = ("framework", "release", "variant", "cuda", "python", "min_driver", "mode", "caveats")
+    framework: Framework
+    release: Release
+    variant: Variant
+    cuda: tuple[int, int]
+    python: tuple[int, int]
+    min_driver: tuple[int, ...]
+    mode: str  # "native" | "minor"
+    caveats: tuple[str, ...]
+
+    @property
+    def rank(self) -> tuple:
+        return (self.release.key, self.cuda, self.python, self.variant.name)
+
+
+class Rejection(Record):
+    __slots__ = ("framework", "release", "variant", "failures")
+    framework: Framework
+    release: Release
+    variant: Variant
+    failures: tuple[Failure, ...]  # ordered by FAILURE_ORDER; failures[0] is the reason
+
+    @property
+    def reason(self) -> Failure:
+        return self.failures[0]
+
+
+class Resolution(Record):
+    __slots__ = ("query", "stacks", "more", "rejected", "problems", "closest")
+    query: Query
+    stacks: tuple[Stack, ...]  # best first, at most query.limit per framework
+    more: dict[str, int]  # framework name -> compatible stacks beyond the limit
+    rejected: tuple[Rejection, ...]
+    problems: tuple[str, ...]  # host-level blockers (a GPU the driver cannot drive)
+    closest: tuple[Rejection, ...]  # when nothing resolves: the candidates that missed least
+
+
+def candidate_label(framework: Framework, release: Release, variant: Variant) -> str:
+    """pip's spelling where it has one: torch wheels carry the variant as a local version."""
+    if framework.name == "torch":
+        return f"torch {release.version}+{variant.name}"
+    return f"{framework.name} {release.version} [{variant.name}]"
+
+
+def native_cuda_of(matrix: Matrix, query_driver) -> tuple[int, int] | None:
+    """The newest CUDA X.Y this driver runs natively, from the GA minimum drivers."""
+    best = None
+    for minor, row in matrix.ga_floor.items():
+        if row.min_driver and query_driver.at_least(row.min_driver):
+            best = max(best, minor) if best else minor
+    return best
+
+
+def _caveat(prov: Provenance) -> str | None:
+    if not prov.confidence:
+        return None
+    note = f": {prov.note}" if prov.note else ""
+    return f"{prov.where} is {prov.confidence}{note}"
+
+
+class _Resolver:
+    def __init__(self, matrix: Matrix, query: Query) -> None:
+        self.matrix = matrix
+        self.query = query
+        self.driver = query.driver
+        self.driver_text = str(query.driver)
+
+    def cuda_options(self, variant: Variant) -> list[tuple[int, int]]:
+        if variant.cuda is not None:
+            return [variant.cuda]
+        assert variant.cuda_min is not None
+        return [m for m in self.matrix.minors_of_major(variant.cuda_min[0]) if m >= variant.cuda_min]
+
+    def native_ok(self, cuda: tuple[int, int]) -> bool:
+        row = self.matrix.ga_floor.get(cuda)
+        return bool(row and row.min_driver and self.driver.at_least(row.min_driver))
+
+    def compat_ok(self, cuda: tuple[int, int]) -> bool:
+        floor = self.matrix.minor_compat.get(cuda[0])
+        return bool(floor and self.driver.at_least(floor.min_driver))
+
+    def cuda_matches(self, cuda: tuple[int, int]) -> bool:
+        spec = self.query.cuda
+        if spec is None:
+            return True
+        from packaging.version import Version
+
+        return Version(format_minor(cuda)) in spec
+
+    def evaluate(self, fw: Framework, spec, release: Release, variant: Variant) -> Stack | Rejection:
+        failures: list[Failure] = []
+        query = self.query
+        if spec is not None and not spec.contains(release.version, prereleases=True):
+            failures.append(
+                Failure("framework", f"excluded by --framework '{fw.name}{spec}'", f"--framework {fw.name}")
+            )
+        python = release.python[-1]
+        if query.python is not None:
+            if query.python in release.python:
+                python = query.python
+            else:
+                supported = ", ".join(format_minor(p) for p in release.python)
+                failures.append(
+                    Failure(
+                        "python",
+                        f"no wheels for Python {format_minor(query.python)} (has {supported})",
+                        f"--python {format_minor(release.python[-1])}",
+                    )
+                )
+
+        options = self.cuda_options(variant)
+        wanted = [c for c in options if self.cuda_matches(c)]
+        if not options:
+            failures.append(
+                Failure("driver", "no CUDA release with a known minimum driver matches this build", None)
+            )
+        elif not wanted:
+            shown = "/".join(format_minor(c) for c in options[-3:])
+            failures.append(
+                Failure("cuda", f"CUDA {shown} does not match --cuda '{query.cuda_text}'", "dropping --cuda")
+            )
+        considered = wanted or options
+        strategy_failure, considered = self._strategy_filter(variant, considered)
+        if strategy_failure:
+            failures.append(strategy_failure)
+        native = [c for c in considered if self.native_ok(c)]
+        compat = [c for c in considered if self.compat_ok(c)]
+        chosen, mode = None, "native"
+        if native:
+            chosen = native[-1]
+        elif query.compat == "minor" and compat:
+            chosen, mode = compat[0], "minor"
+        if chosen is None and considered:
+            failures.append(self._driver_failure(considered, compat))
+
+        gpu_failure = self._gpu_failure(variant, allow_ptx=mode == "native")
+        if gpu_failure:
+            failures.append(gpu_failure)
+        if failures or chosen is None:
+            failures.sort(key=lambda f: FAILURE_ORDER.index(f.kind))
+            return Rejection(fw, release, variant, tuple(failures))
+        return self._stack(fw, release, variant, chosen, python, mode)
+
+    def _strategy_filter(
+        self, variant: Variant, considered: list[tuple[int, int]]
+    ) -> tuple[Failure | None, list[tuple[int, int]]]:
+        """wheels needs a build that brings its CUDA runtime; base-image needs an nvidia/cuda image."""
+        strategy = self.query.strategy
+        if strategy == "wheels" and variant.cuda_from != "wheels":
+            return Failure(
+                "strategy", "brings no CUDA runtime of its own (needs a system CUDA)", "--strategy base-image"
+            ), considered
+        if strategy == "base-image" and considered:
+            os_name = self.query.os or "ubuntu22.04"
+            with_image = [c for c in considered if self.matrix.image_for(c, os_name)]
+            if not with_image:
+                shown = "/".join(format_minor(c) for c in considered[-3:])
+                return Failure(
+                    "strategy",
+                    f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}",
+                    "--strategy wheels",
+                ), considered
+            return None, with_image
+        return None, considered
+
+    def _driver_failure(self, considered: list[tuple[int, int]], compat: list[tuple[int, int]]) -> Failure:
+        lowest = considered[0]
+        row = self.matrix.ga_floor.get(lowest)
+        floor = format_driver(row.min_driver) if row and row.min_driver else "an unknown driver"
+        plus = "+" if len(considered) > 1 else ""
+        text = f"needs driver >= {floor} (CUDA {format_minor(lowest)}{plus}), you have {self.driver_text}"
+        if compat and self.query.compat == "native":
+            return Failure("driver", text, "--compat minor")
+        return Failure("driver", text, f"a driver >= {floor}")
+
+    def _gpu_failure(self, variant: Variant, *, allow_ptx: bool) -> Failure | None:
+        for gpu in self.query.gpus:
+            if variant.arch.covers(gpu.cc, allow_ptx=allow_ptx):
+                continue
+            only_ptx = variant.arch.covers(gpu.cc, allow_ptx=True)
+            why = " (PTX only, and minor-version compatibility cannot JIT it)" if only_ptx else ""
+            return Failure(
+                "gpu",
+                f"no kernel image is available for execution on the device: "
+                f"{_gpu_label(gpu)} is not in the build's archs "
+                f"{variant.arch.describe()}{why}",
+                f"dropping --gpu {gpu.name}",
+            )
+        return None
+
+    def _stack(
+        self,
+        fw: Framework,
+        release: Release,
+        variant: Variant,
+        cuda: tuple[int, int],
+        python: tuple[int, int],
+        mode: str,
+    ) -> Stack:
+        caveats: list[str] = []
+        if mode == "native":
+            floor_row = self.matrix.ga_floor[cuda]
+            min_driver = floor_row.min_driver
+            provs = [release.prov, variant.prov, floor_row.prov]
+        else:
+            compat = self.matrix.minor_compat[cuda[0]]
+            min_driver = compat.min_driver
+            provs = [release.prov, variant.prov, compat.prov]
+            caveats.append(COMPAT_CAVEAT.format(cuda=format_minor(cuda), driver=self.driver_text))
+        for gpu in self.query.gpus:
+            provs.append(gpu.prov)
+            if variant.arch.covers(gpu.cc) == "ptx":
+                caveats.append(
+                    f"{_gpu_label(gpu)} runs this build through PTX JIT only: the first "
+                    f"launch of each kernel compiles it, and the JIT cache needs room"
+                )
+        seen: set[str] = set()
+        for prov in provs:
+            text = _caveat(prov)
+            if text and text not in seen:
+                seen.add(text)
+                caveats.append(text)
+        assert min_driver is not None
+        return Stack(fw, release, variant, cuda, python, min_driver, mode, tuple(caveats))
+
+    def problems(self) -> list[str]:
+        found = []
+        for gpu in self.query.gpus:
+            if gpu.max_driver_branch and self.driver.branch > gpu.max_driver_branch:
+                found.append(
+                    f"{gpu.name} is supported only up to driver branch "
+                    f"R{gpu.max_driver_branch}; driver {self.driver_text} cannot drive it "
+                    f"(install an R{gpu.max_driver_branch} driver)"
+                )
+        return found
+
+
+def _gpu_label(gpu: Gpu) -> str:
+    cc = f"{sm_name(gpu.cc)}, compute capability {format_cc(gpu.cc)}"
+    return gpu.name if gpu.name == sm_name(gpu.cc) else f"{gpu.name} ({cc})"
+
+
+def resolve(matrix: Matrix, query: Query) -> Resolution:
+    resolver = _Resolver(matrix, query)
+    if query.frameworks:
+        targets = [(f.framework, f.specifier) for f in query.frameworks]
+    else:
+        targets = [(fw, None) for fw in matrix.frameworks]
+    stacks: list[Stack] = []
+    more: dict[str, int] = {}
+    rejected: list[Rejection] = []
+    for framework, spec in targets:
+        found: list[Stack] = []
+        for release in framework.releases:
+            for variant in release.variants:
+                outcome = resolver.evaluate(framework, spec, release, variant)
+                if isinstance(outcome, Stack):
+                    found.append(outcome)
+                else:
+                    rejected.append(outcome)
+        found.sort(key=lambda s: s.rank, reverse=True)
+        stacks += found[: query.limit]
+        if len(found) > query.limit:
+            more[framework.name] = len(found) - query.limit
+    problems = resolver.problems()
+    if problems:
+        stacks, more = [], {}
+    closest: tuple[Rejection, ...] = ()
+    if not stacks and rejected:
+        fewest = min(len(r.failures) for r in rejected)
+        misses = [r for r in rejected if len(r.failures) == fewest]
+        misses.sort(key=lambda r: r.release.key, reverse=True)
+        closest = tuple(_best_per_relaxation(misses))
+    return Resolution(query, tuple(stacks), more, tuple(rejected), tuple(problems), closest)
+
+
+def _best_per_relaxation(misses: list[Rejection], limit: int = 5) -> list[Rejection]:
+    """The newest miss per (framework, change that would fix it), so hints stay varied."""
+    picked: list[Rejection] = []
+    seen: set[tuple[str, tuple[str | None, ...]]] = set()
+    for miss in misses:
+        key = (miss.framework.name, tuple(f.relax for f in miss.failures))
+        if key in seen:
+            continue
+        seen.add(key)
+        picked.append(miss)
+        if len(picked) == limit:
+            break
+    return picked

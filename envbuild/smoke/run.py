@@ -1,0 +1,107 @@
+"""`envbuild smoke`: run a framework's smoke program on this host, outside any container.
+
+The same assembled program that goes into images, run with this interpreter: useful on a GPU login
+node before building anything, and how the tests exercise the programs on CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from envbuild.errors import EnvbuildError, UsageError
+from envbuild.smoke import FRAMEWORKS, program
+from envbuild.smoke.report import parse_report, validate
+
+
+def detect_framework() -> str:
+    import importlib.util
+
+    for name in FRAMEWORKS:
+        if importlib.util.find_spec(name) is not None:
+            return name
+    raise UsageError(
+        "none of torch, tensorflow or jax is importable by this Python",
+        fix="install one, or pass --framework and run with the Python that has it",
+    )
+
+
+def run_smoke(
+    framework: str | None,
+    *,
+    device: str,
+    steps: int | None = None,
+    precision: str | None = None,
+    timeout: int = 600,
+    python: str | None = None,
+) -> tuple[dict, int]:
+    framework = framework or detect_framework()
+    if framework not in FRAMEWORKS:
+        raise UsageError(
+            f"--framework {framework!r} has no smoke program", fix=f"use one of: {', '.join(FRAMEWORKS)}"
+        )
+    argv = ["--device", device]
+    if steps is not None:
+        argv += ["--steps", str(steps)]
+    if precision is not None:
+        argv += ["--precision", precision]
+    with tempfile.TemporaryDirectory(prefix="envbuild-smoke-") as workdir:
+        path = os.path.join(workdir, "smoke.py")
+        with open(path, "wb") as handle:
+            handle.write(program(framework))
+        try:
+            done = subprocess.run(
+                [python or sys.executable, path, *argv],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                cwd=workdir,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise EnvbuildError(
+                f"the {framework} smoke program did not finish within {timeout}s",
+                fix="a hang in the first steps usually means a driver or NCCL problem: "
+                "run nvidia-smi, then retry with NCCL_DEBUG=INFO",
+            ) from None
+    report = parse_report(done.stdout)
+    if report is None:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise EnvbuildError(
+            f"the {framework} smoke program printed no JSON report (exit {done.returncode})",
+            fix="its last output was: " + " | ".join(tail) if tail else None,
+        )
+    problems = validate(report)
+    if problems:
+        raise EnvbuildError(
+            "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5])
+        )
+    return report, done.returncode
+
+
+def summary(report: dict) -> str:
+    verdict = "PASSED" if report["passed"] else "FAILED"
+    lines = [
+        f"{report['framework']} {report['framework_version']} on {report['device_used']} "
+        f"(Python {report['python']}, CUDA {report['cuda_runtime'] or '-'}, precision "
+        f"{report.get('precision_effective') or report['precision']}): {verdict}"
+    ]
+    for gate, state in report["gates"].items():
+        lines.append(f"  {gate:<10} {state}")
+    if report.get("losses"):
+        lines.append(
+            f"  loss {report.get('loss_first')} -> {report.get('loss_last')} over {report['steps']} steps"
+            + (
+                f", {report['throughput_samples_per_s']} samples/s"
+                if report.get("throughput_samples_per_s")
+                else ""
+            )
+        )
+    for failure in report["failed"]:
+        lines.append(f"  FAILED {failure['gate']}: {failure['detail']}")
+        lines.append(f"    hint: {failure['hint']}")
+    for note in report.get("notes", []):
+        lines.append(f"  note: {note}")
+    return "\n".join(lines) + "\n"

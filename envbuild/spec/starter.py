@@ -1,0 +1,57 @@
+"""`envbuild init`: a commented starter envbuild.toml that renders as written."""
+
+from __future__ import annotations
+
+import os
+
+from envbuild._util.files import write_atomic
+from envbuild.errors import UsageError
+
+STARTER = """\
+# envbuild.toml: describe the environment once; `envbuild resolve`, `render` and `build` read it.
+# Every key is optional unless marked required. Docs: README.md ("envbuild.toml").
+
+[stack]
+driver = "550"                 # required: the driver your nodes run (550, R550 or 550.54.15)
+framework = "torch"            # required: torch, tensorflow or jax, optionally "torch==2.5.*"
+# gpus = ["H100", "L4"]        # every GPU the image must run on (names or 8.9 / sm_89)
+# python = "3.10"              # default: the OS's own python3 (conda: the newest the build supports)
+# cuda = ">=12.1"              # constrain the CUDA runtime
+# compat = "native"            # or "minor": allow newer CUDA minors through minor-version compatibility
+strategy = "wheels"            # wheels | base-image (nvidia/cuda + cuDNN) | conda (micromamba + conda-forge)
+os = "ubuntu22.04"             # base OS: ubuntu20.04, ubuntu22.04, ubuntu24.04, debian11, debian12, debian13
+
+[packages]
+pip = []                       # PEP 508 requirements, e.g. ["numpy>=1.26", "transformers==4.44.2"]
+apt = []                       # Debian/Ubuntu package names, e.g. ["libgl1"]
+# conda = []                   # conda match specs (strategy conda)
+# index-url = "https://pypi.org/simple"
+# extra-index-urls = []
+# framework-index-url = "https://mirror.example/whl/cu124"   # a mirror of the framework variant's index
+
+[image]
+repository = "envbuild/train"
+# tags = ["{target}-{framework}{framework_version}-cuda{cuda}-py{python}"]
+# user = "envbuild"            # images run as this non-root user
+# labels = { "org.opencontainers.image.source" = "https://github.com/acme/train" }
+# env = { PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }
+# devel = false                # base-image: compile user packages in a CUDA devel stage
+
+[smoke]
+device = "gpu"                 # gpu | cpu (CPU-only CI; such images are never promoted as GPU-verified)
+steps = 20
+precision = "bf16"             # fp32 | fp16 | bf16
+timeout = 600                  # seconds
+
+# One spec, several images: each [[target]] overrides [stack] keys.
+# [[target]]
+# name = "h100"
+# gpus = ["H100"]
+"""
+
+
+def write_starter(path: str, *, force: bool = False) -> str:
+    if os.path.exists(path) and not force:
+        raise UsageError(f"{path} already exists", fix="pass --force to overwrite it, or -f OTHER.toml")
+    write_atomic(path, STARTER)
+    return path
