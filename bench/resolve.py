@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envbuild.matrix.model import load_matrix  # noqa: E402
+from envbuild.matrix.load import load_matrix  # noqa: E402
 from envbuild.resolve.query import build_query  # noqa: E402
 from envbuild.resolve.solver import resolve  # noqa: E402
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.matrix.model import Matrix, default_matrix_dir, load_matrix
+from envbuild.matrix.load import default_matrix_dir, load_matrix
+from envbuild.matrix.model import Matrix
 
 REPO = Path(__file__).resolve().parent.parent
 MATRIX_DIR = REPO / "matrix"

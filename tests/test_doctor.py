@@ -16,8 +16,8 @@ import pytest
 from envbuild import __version__
 from envbuild.cli.app import main
 from envbuild.host.nvsmi import QUERY_FIELDS, parse_banner, parse_query, reason_names
-from envbuild.lock.locker import Lock, LockedPackage, LockedTarget, write_lock
 from envbuild.smoke._common import require_satisfied
+from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, write_lock
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"
 CU124_ARCH = "5.0;6.0;7.0;7.5;8.0;8.6;9.0"

@@ -22,7 +22,7 @@ from envbuild.matrix.lifecycle import (
     parse_cuda_tag,
     today,
 )
-from envbuild.matrix.model import default_matrix_dir, load_matrix
+from envbuild.matrix.load import default_matrix_dir, load_matrix
 
 DIGEST = "@sha256:" + "a" * 64
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
-from envbuild.lock.locker import load_lock
+from envbuild.spec.lockfile import load_lock
 from tests.pyindex import PackageIndex, build_wheel, download_for_target
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64

@@ -23,7 +23,7 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.matrix.check import check_matrix
-from envbuild.matrix.model import default_matrix_dir, load_matrix
+from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.refresh.cuda_images import expected_tags
 from envbuild.refresh.run import Settings, refresh
 from envbuild.refresh.upstream import Http, wheel_metadata

@@ -11,7 +11,8 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envbuild.matrix.model import Matrix, Release, Variant, load_matrix
+from envbuild.matrix.load import load_matrix
+from envbuild.matrix.model import Matrix, Release, Variant
 from envbuild.resolve.query import Query, build_query
 from envbuild.resolve.solver import candidate_label, resolve
 from tests.conftest import MATRIX_DIR

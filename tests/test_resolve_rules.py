@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from envbuild.errors import UsageError
-from envbuild.matrix.model import Matrix, load_matrix
+from envbuild.matrix.load import load_matrix
+from envbuild.matrix.model import Matrix
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import Resolution, candidate_label, resolve
 from tests.minimatrix import write_minimatrix

@@ -16,8 +16,8 @@ from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import EXIT_FAILURE, EXIT_NO_STACK, EXIT_OK, EnvbuildError
 
 if TYPE_CHECKING:
-    from envbuild.lock.locker import Lock
     from envbuild.matrix.model import Matrix
+    from envbuild.spec.lockfile import Lock
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _cmd_resolve(args: argparse.Namespace) -> int:
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
     from envbuild.resolve.query import build_query
     from envbuild.resolve.report import to_json, to_text
     from envbuild.resolve.solver import resolve
@@ -398,7 +398,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
     from envbuild.render.context import check_output_dir, render_files, write_context
     from envbuild.render.plan import build_plan
     from envbuild.spec.model import load_spec
@@ -435,8 +435,9 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_lock(args: argparse.Namespace) -> int:
-    from envbuild.lock.locker import check_lock, load_lock, lock_path, lock_spec, relock_summary, write_lock
-    from envbuild.matrix.model import load_matrix
+    from envbuild.lock.locker import check_lock, lock_spec, relock_summary
+    from envbuild.matrix.load import load_matrix
+    from envbuild.spec.lockfile import load_lock, lock_path, write_lock
     from envbuild.spec.model import load_spec
 
     spec = load_spec(args.file)
@@ -478,7 +479,7 @@ def _cmd_lock(args: argparse.Namespace) -> int:
     _warn_base_images(lock, matrix)
     if args.pylock:
         from envbuild._util.files import write_atomic
-        from envbuild.lock.locker import export_pylock, pylock_name
+        from envbuild.lock.uv import export_pylock, pylock_name
 
         for target in lock.targets:
             out = os.path.join(os.path.dirname(path), pylock_name(target.name))
@@ -501,7 +502,7 @@ def _warn_base_images(lock: Lock, matrix: Matrix) -> None:
 
 def _cmd_build(args: argparse.Namespace) -> int:
     from envbuild.errors import UsageError
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
     from envbuild.pipeline import build_all, build_target, lock_file_digest, summary_table
     from envbuild.spec.model import load_spec
 
@@ -515,7 +516,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             f"{args.file} has {len(spec.targets)} targets", fix=f"pass --all or --target ({names})"
         )
     lock = _lock_for_render(args.file, spec, matrix)
-    from envbuild.lock.locker import lock_path
+    from envbuild.spec.lockfile import lock_path
 
     digest = lock_file_digest(lock_path(args.file)) if lock else None
     device = args.smoke_device or spec.smoke.device
@@ -639,7 +640,7 @@ def _cmd_promote(args: argparse.Namespace) -> int:
 
 def _cmd_bake(args: argparse.Namespace) -> int:
     from envbuild._util.files import write_atomic
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
     from envbuild.scaleout.github import bake_json
     from envbuild.spec.model import load_spec
 
@@ -654,7 +655,7 @@ def _cmd_ci(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         parser.parse_args(["ci", "--help"])
         return EXIT_OK
     from envbuild._util.files import write_atomic
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
     from envbuild.scaleout.github import github_workflow_yaml
     from envbuild.spec.model import load_spec
 
@@ -668,7 +669,7 @@ def _cmd_ci(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from envbuild.host.doctor import run_doctor, to_json, to_text
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
 
     checks = run_doctor(load_matrix(args.matrix), lock=args.lock, image=args.image)
     sys.stdout.write(to_json(checks) + "\n" if args.json else to_text(checks))
@@ -689,7 +690,8 @@ def _cmd_smoke(args: argparse.Namespace) -> int:
 
 def _lock_for_render(spec_file: str, spec, matrix):
     """envbuild.lock next to the spec, when there is one: render installs its exact, hashed pins."""
-    from envbuild.lock.locker import LockError, load_lock, lock_path
+    from envbuild.errors import LockError
+    from envbuild.spec.lockfile import load_lock, lock_path
 
     path = lock_path(spec_file)
     if not os.path.exists(path):
@@ -714,7 +716,7 @@ def _cmd_init(args: argparse.Namespace) -> int:
 
 def _cmd_matrix_refresh(args: argparse.Namespace) -> int:
     from envbuild.matrix.lifecycle import today
-    from envbuild.matrix.model import default_matrix_dir
+    from envbuild.matrix.load import default_matrix_dir
     from envbuild.refresh.run import refresh, settings_from, to_json, to_text
 
     root = args.matrix or default_matrix_dir()
@@ -744,7 +746,7 @@ def _cmd_matrix_refresh(args: argparse.Namespace) -> int:
 
 
 def _cmd_matrix(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
 
     if args.matrix_command == "check":
         from envbuild.errors import MatrixError

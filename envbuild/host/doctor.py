@@ -15,7 +15,7 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import EnvbuildError
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, reason_names
 from envbuild.matrix.arch import parse_arch_list
-from envbuild.matrix.model import Matrix
+from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
 from envbuild.resolve.solver import native_cuda_of
 from envbuild.smoke._common import require_satisfied
@@ -88,7 +88,6 @@ def check_driver(matrix: Matrix, smi: SmiReport | None) -> Check:
 def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None:
     """The banner has no compute capability column: fill it in from the matrix by GPU name."""
     from envbuild.host.nvsmi import GpuInfo
-    from envbuild.resolve.query import parse_gpu
 
     if smi is None or all(g.compute_capability for g in smi.gpus):
         return smi
@@ -96,10 +95,8 @@ def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None
     for gpu in smi.gpus:
         cc = gpu.compute_capability
         if cc is None:
-            try:
-                cc = parse_gpu(gpu.name, matrix).cc
-            except EnvbuildError:
-                cc = None
+            known = find_gpu(matrix, gpu.name)
+            cc = known.cc if known else None
         gpus.append(GpuInfo(*gpu._values()[:3], cc, *gpu._values()[4:]))
     return SmiReport(smi.driver_version, smi.cuda_version, tuple(gpus), smi.source, smi.brand)
 
@@ -328,8 +325,8 @@ def _arch_checks(smi: SmiReport | None, name: str, arch: str | None, *, allow_pt
 
 
 def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]:
-    from envbuild.lock.locker import load_lock
     from envbuild.matrix.lifecycle import base_image_warning, today
+    from envbuild.spec.lockfile import load_lock
 
     lock, _ = load_lock(path)
     checks = []

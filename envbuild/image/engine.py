@@ -22,7 +22,7 @@ import time
 from collections import deque
 
 from envbuild._util.record import TYPE_CHECKING, Record
-from envbuild.errors import EnvbuildError, UsageError
+from envbuild.errors import BuildError, UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,10 +36,6 @@ _API_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _BK_LINE = re.compile(r"^#(\d+) (.*)$")
 _BK_STEP = re.compile(r"^\[(?:([^\]\s]+) +)? *(\d+)/(\d+)\] (.*)$")
 _ERROR_WORD = re.compile(r"error", re.IGNORECASE)
-
-
-class BuildError(EnvbuildError):
-    """A build that failed (or could not start): names the failing step; the fix points at the log."""
 
 
 class BuildResult(Record):

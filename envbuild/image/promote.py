@@ -24,14 +24,10 @@ import json
 import time
 
 from envbuild._util.record import Record
-from envbuild.errors import EnvbuildError, UsageError
+from envbuild.errors import PromoteError, UsageError
 
 PUSH_TIMEOUT_S = 600
 BACKOFF_START_S = 1.0
-
-
-class PromoteError(EnvbuildError):
-    """The image could not be promoted: not verified, the label build failed, or a push failed."""
 
 
 class Promotion(Record):

@@ -21,7 +21,7 @@ import time
 import uuid
 
 from envbuild._util.record import Record
-from envbuild.errors import EnvbuildError, UsageError
+from envbuild.errors import EnvbuildError, UsageError, VerifyError
 from envbuild.smoke.report import parse_report, validate
 
 SMOKE_PATH = "/opt/envbuild/smoke.py"
@@ -30,10 +30,6 @@ DEVICES = ("cpu", "gpu")
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
-
-
-class VerifyError(EnvbuildError):
-    """The smoke step could not run, or ran but produced no usable report."""
 
 
 class Verification(Record):
@@ -55,7 +51,7 @@ class Verification(Record):
 def _driver_floor(major: int, minor: int) -> str | None:
     """The minimum driver of CUDA major.minor from the bundled matrix, formatted, or None."""
     try:
-        from envbuild.matrix.model import load_matrix
+        from envbuild.matrix.load import load_matrix
         from envbuild.matrix.versions import format_driver
 
         row = load_matrix().ga_floor.get((major, minor))

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from envbuild.matrix.model import Matrix
+from envbuild.matrix.model import Matrix, gpu_keys
 from envbuild.matrix.versions import format_driver, format_minor
-from envbuild.resolve.query import _gpu_keys
 
 
 def check_matrix(matrix: Matrix) -> list[str]:
@@ -96,7 +95,7 @@ def _check_gpus(matrix: Matrix) -> list[str]:
     errors = []
     owners: dict[str, str] = {}
     for gpu in matrix.gpus:
-        for key in _gpu_keys(gpu):
+        for key in gpu_keys(gpu):
             other = owners.setdefault(key, gpu.name)
             if other != gpu.name:
                 errors.append(

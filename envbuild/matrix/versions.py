@@ -122,3 +122,10 @@ def format_cc(cc: tuple[int, int]) -> str:
 
 def sm_name(cc: tuple[int, int]) -> str:
     return f"sm_{cc[0]}{cc[1]}"
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """Sortable form of a final or post release: "2.15.0.post1" -> (2, 15, 0, 0, 1)."""
+    release, _, post = version.partition(".post")
+    parts = [int(part) for part in release.split(".")]
+    return (*parts, *[0] * (4 - len(parts)), int(post or 0))

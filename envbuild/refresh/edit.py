@@ -75,7 +75,7 @@ def write_checked(root: str, texts: dict[str, str]) -> None:
     """Check the edited matrix in a scratch copy, then replace the files; on any error nothing is
     written, and the message names the rows `envbuild matrix check` rejects."""
     from envbuild.matrix.check import check_matrix
-    from envbuild.matrix.model import load_matrix
+    from envbuild.matrix.load import load_matrix
 
     with tempfile.TemporaryDirectory(prefix="envbuild-refresh-") as scratch:
         copy = os.path.join(scratch, "matrix")

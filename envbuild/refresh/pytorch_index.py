@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envbuild.matrix.model import release_key
+from envbuild.matrix.versions import release_key
 from envbuild.refresh.model import Finding
 from envbuild.refresh.upstream import Http, simple_index_files
 

@@ -72,7 +72,7 @@ def settings_from(
 
 def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
     """Every finding of the chosen sources against the matrix in `root`, in file order."""
-    from envbuild.matrix.model import build_matrix, read_raw
+    from envbuild.matrix.load import build_matrix, read_raw
     from envbuild.refresh.upstream import Http
 
     digest, raw = read_raw(root)

@@ -12,7 +12,7 @@ import re
 import zipfile
 
 from envbuild._util.record import TYPE_CHECKING, Record
-from envbuild.errors import EnvbuildError
+from envbuild.errors import EnvbuildError, NotFound
 
 if TYPE_CHECKING:
     import requests
@@ -21,10 +21,6 @@ PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 RANGE_BLOCK = 256 * 1024  # bytes per range request; a wheel's central directory fits in one or two
 BACKOFF_START_S = 0.5
 MAX_DOWNLOAD = 4 * 1024**3  # the fallback without range support still refuses absurd sizes
-
-
-class NotFound(EnvbuildError):
-    """HTTP 404: for an index or a tag list, "this does not exist" is an answer, not a failure."""
 
 
 class Http:

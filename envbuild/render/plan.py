@@ -11,8 +11,7 @@ import re
 
 from envbuild import __version__
 from envbuild._util.record import Record
-from envbuild.errors import EXIT_NO_STACK, UsageError
-from envbuild.lock.locker import LockedTarget, requirement_lines
+from envbuild.errors import NoStackError, UsageError
 from envbuild.matrix.cuda_tags import cuda_tag
 from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.versions import format_driver, format_minor
@@ -20,6 +19,7 @@ from envbuild.resolve.query import build_query
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
 from envbuild.spec import validate
+from envbuild.spec.lockfile import LockedTarget, requirement_lines
 from envbuild.spec.model import Spec, Target
 
 PYPI = "https://pypi.org/simple"
@@ -38,10 +38,6 @@ CUDA_VERSIONED_WHEELS = (
     "nvidia-nvjitlink",
     "nvidia-cublas",
 )
-
-
-class NoStackError(UsageError):
-    exit_code = EXIT_NO_STACK
 
 
 class Plan(Record):
@@ -277,13 +273,6 @@ def build_plan(
     except ValueError as exc:
         raise UsageError(f"{spec.path}: [image] tags: {exc}", fix="change the tag template") from None
 
-    if lock is not None and (
-        lock.python != python or dict(lock.stack).get("framework_version") != stack.release.version
-    ):
-        raise UsageError(
-            f"{spec.path} target {target.name!r}: envbuild.lock was made for another stack",
-            fix="run `envbuild lock` (and `envbuild lock --check` in CI)",
-        )
     if lock is not None and (
         lock.python != python or dict(lock.stack).get("framework_version") != stack.release.version
     ):

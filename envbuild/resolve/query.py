@@ -10,7 +10,7 @@ import re
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
-from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance
+from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance, find_gpu, gpu_index, gpu_tokens
 from envbuild.matrix.versions import Driver, parse_compute_capability, parse_driver, parse_minor, sm_name
 
 if TYPE_CHECKING:
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
 COMPAT_MODES = ("native", "minor")
 STRATEGIES = ("wheels", "base-image", "conda")
 _FRAMEWORK_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.-]*)\s*(.*?)\s*$")
-_NAME_JUNK = re.compile(r"[\s_\-]+")
-_VENDOR_PREFIXES = ("nvidia", "geforce", "tesla", "quadro")
 
 
 class FrameworkFilter(Record):
@@ -100,32 +98,9 @@ def parse_framework(text: str, matrix: Matrix) -> FrameworkFilter:
     )
 
 
-def _gpu_tokens(text: str) -> tuple[str, ...]:
-    """Lower-cased words without vendor prefixes: "NVIDIA GeForce RTX 4090" -> ("rtx", "4090")."""
-    tokens = [t for t in _NAME_JUNK.split(text.lower()) if t]
-    while tokens and tokens[0] in _VENDOR_PREFIXES:
-        tokens.pop(0)
-    return tuple(tokens)
-
-
-def _gpu_keys(gpu: Gpu) -> set[str]:
-    return {"".join(_gpu_tokens(label)) for label in (gpu.name, *gpu.aliases)} - {""}
-
-
-def gpu_index(matrix: Matrix) -> dict[str, Gpu]:
-    index: dict[str, Gpu] = {}
-    for gpu in matrix.gpus:
-        for key in _gpu_keys(gpu):
-            index.setdefault(key, gpu)
-    return index
-
-
 def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) -> Gpu:
-    """A GPU by name or alias (case-, space- and dash-insensitive), or by capability (sm_89, 8.9).
-
-    Names as nvidia-smi prints them ("NVIDIA H100 80GB HBM3") resolve by the longest known name
-    whose words they start with; "H1000" does not match "H100".
-    """
+    """A GPU by capability (sm_89, 8.9) or by name (`find_gpu`); an unknown one is a UsageError that
+    names close matches."""
     cc = parse_compute_capability(text)
     if cc is not None:
         return Gpu(
@@ -138,19 +113,12 @@ def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) ->
             Provenance("--gpu", "https://developer.nvidia.com/cuda-gpus", None, None),
         )
     index = index if index is not None else gpu_index(matrix)
-    tokens = _gpu_tokens(text)
-    if "".join(tokens) in index:
-        return index["".join(tokens)]
-    best: tuple[int, Gpu] | None = None
-    for gpu in matrix.gpus:
-        for label in (gpu.name, *gpu.aliases):
-            known = _gpu_tokens(label)
-            if known and tokens[: len(known)] == known and (best is None or len(known) > best[0]):
-                best = (len(known), gpu)
-    if best:
-        return best[1]
+    found = find_gpu(matrix, text, index)
+    if found is not None:
+        return found
     import difflib
 
+    tokens = gpu_tokens(text)
     names = sorted({gpu.name for gpu in matrix.gpus})
     close = difflib.get_close_matches(text, names, n=3, cutoff=0.5) or [
         index[k].name for k in difflib.get_close_matches("".join(tokens), list(index), n=3, cutoff=0.6)

@@ -1,0 +1,197 @@
+"""The uv side of locking: resolve one layer's closure for the target platform, export PEP 751.
+
+uv (not pip) resolves, because it evaluates environment markers for the *target* platform
+(linux x86_64 at the target's Python) instead of the host's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+
+from envbuild.errors import EnvbuildError
+from envbuild.spec.lockfile import LockedPackage, LockedTarget, canonical, toml_string
+
+UV_PLATFORM = "x86_64-manylinux_2_28"
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        import shutil
+
+        found = shutil.which("uv")
+        if found:
+            return found
+    raise EnvbuildError("uv is not installed", fix="pip install uv (envbuild depends on it for locking)")
+
+
+def parse_compiled(text: str) -> list[tuple[str, str, str | None, tuple[str, ...]]]:
+    """(name, version, index, hashes) from `uv pip compile --generate-hashes --emit-index-annotation`."""
+    entries: list[tuple[str, str, str | None, tuple[str, ...]]] = []
+    current: list | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s\\;]+)", line)
+        if match and not raw.startswith((" ", "\t")):
+            current = [canonical(match.group(1)), match.group(3), None, []]
+            entries.append(current)  # type: ignore[arg-type]
+            continue
+        if current is None:
+            continue
+        for digest in re.findall(r"--hash=(sha256:[0-9a-f]{64})", line):
+            current[3].append(digest)
+        if line.startswith("# from "):
+            current[2] = line[len("# from ") :].strip()
+    return [(name, version, index, tuple(sorted(hashes))) for name, version, index, hashes in entries]
+
+
+def compile_layer(
+    requirements: tuple[str, ...],
+    constraints: tuple[str, ...],
+    *,
+    python: str,
+    index: str,
+    extra_indexes: tuple[str, ...] = (),
+    find_links: str | None = None,
+    preferences: tuple[str, ...] = (),
+    upgrade: bool = False,
+    upgrade_packages: tuple[str, ...] = (),
+) -> list[tuple[str, str, str | None, tuple[str, ...]]]:
+    if not requirements:
+        return []
+    with tempfile.TemporaryDirectory(prefix="envbuild-lock-") as workdir:
+        paths = {}
+        for name, lines in (
+            ("requirements.in", requirements),
+            ("constraints.txt", constraints),
+            ("requirements.txt", preferences),
+        ):
+            paths[name] = os.path.join(workdir, name)
+            with open(paths[name], "w", encoding="utf-8") as handle:
+                handle.writelines(f"{line}\n" for line in lines)
+        command = [
+            uv_binary(),
+            "pip",
+            "compile",
+            paths["requirements.in"],
+            "-c",
+            paths["constraints.txt"],
+            "-o",
+            paths["requirements.txt"],
+            "--python-platform",
+            UV_PLATFORM,
+            "--python-version",
+            python,
+            "--generate-hashes",
+            "--emit-index-annotation",
+            "--no-header",
+            "--quiet",
+            "--index-url",
+            index,
+        ]
+        for url in extra_indexes:
+            command += ["--extra-index-url", url]
+        if find_links:
+            command += ["--find-links", find_links]
+        if upgrade:
+            command.append("--upgrade")
+        for package in upgrade_packages:
+            command += ["--upgrade-package", package]
+        env = {**os.environ, "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1"}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if done.returncode != 0:
+            detail = "\n    ".join(done.stderr.strip().splitlines()[-12:])
+            raise EnvbuildError(
+                f"the resolver found no set of versions for {', '.join(requirements)}:\n    {detail}",
+                fix="relax the pins named above, or check the index is reachable",
+            )
+        with open(paths["requirements.txt"], encoding="utf-8") as handle:
+            return parse_compiled(handle.read())
+
+
+def export_pylock(target: LockedTarget) -> str:
+    """PEP 751 `pylock.<target>.toml`: the locked versions, with each wheel's URL, size and hash.
+
+    uv writes the artifacts: it is given the exact locked pins (no dependency resolution) per index
+    the lock recorded, and envbuild adds each package's `index` and checks the versions came back as
+    locked.
+    """
+    by_index: dict[str, list[LockedPackage]] = {}
+    for package in target.packages:
+        by_index.setdefault(package.index, []).append(package)
+    blocks: list[str] = []
+    for index, packages in sorted(by_index.items()):
+        with tempfile.TemporaryDirectory(prefix="envbuild-pylock-") as workdir:
+            pins = os.path.join(workdir, "pins.txt")
+            output = os.path.join(workdir, "pylock.toml")
+            with open(pins, "w", encoding="utf-8") as handle:
+                handle.writelines(f"{p.name}=={p.version}\n" for p in packages)
+            command = [
+                uv_binary(),
+                "pip",
+                "compile",
+                pins,
+                "--no-deps",
+                "--format",
+                "pylock.toml",
+                "-o",
+                output,
+                "--python-platform",
+                UV_PLATFORM,
+                "--python-version",
+                target.python,
+                "--no-header",
+                "--quiet",
+                "--index-url",
+                index,
+            ]
+            done = subprocess.run(
+                command,
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1"},
+            )
+            if done.returncode != 0:
+                raise EnvbuildError(
+                    f"exporting {target.name} to PEP 751 failed: {done.stderr.strip()[-500:]}",
+                    fix="check the index recorded in envbuild.lock is reachable",
+                )
+            with open(output, encoding="utf-8") as handle:
+                text = handle.read()
+        for block in text.split("\n[[packages]]\n")[1:]:
+            name = re.search(r'^name = "([^"]+)"', block, re.M)
+            version = re.search(r'^version = "([^"]+)"', block, re.M)
+            locked = {p.name: p.version for p in packages}
+            if not name or not version or locked.get(canonical(name.group(1))) != version.group(1):
+                raise EnvbuildError(
+                    f"uv exported {block.splitlines()[0]} for {target.name}, not the locked version"
+                )
+            blocks.append(
+                block.rstrip("\n").replace(
+                    f'version = "{version.group(1)}"',
+                    f'version = "{version.group(1)}"\nindex = {toml_string(index)}',
+                    1,
+                )
+            )
+    blocks.sort(key=lambda b: b.split("\n", 1)[0])
+    header = [
+        'lock-version = "1.0"',
+        f"created-by = {toml_string('envbuild')}",
+        f"requires-python = {toml_string('==' + target.python + '.*')}",
+        "environments = [\"sys_platform == 'linux' and platform_machine == 'x86_64'\"]",
+    ]
+    return "\n".join(header) + "\n" + "".join(f"\n[[packages]]\n{b}\n" for b in blocks)
+
+
+def pylock_name(target: str) -> str:
+    """PEP 751 names have no dots: pylock.<name>.toml."""
+    return f"pylock.{target.replace('.', '-')}.toml"

@@ -1,0 +1,326 @@
+"""Load matrix/*.toml into the model (envbuild.matrix.model).
+
+Parsing TOML in pure Python costs more than everything else `envbuild resolve` does, so a validated
+parse is cached as JSON, keyed by checksums of the files' bytes (zlib's: hashlib's OpenSSL load alone
+would cost more start-up time than the rest of a resolve). The sha256 digest a lock records is
+computed with the parse and kept in the cache. Editing any file forces a fresh parse and check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+
+from envbuild import __version__
+from envbuild._util.record import TYPE_CHECKING
+from envbuild.errors import MatrixError
+from envbuild.matrix.arch import parse_arch_list
+from envbuild.matrix.model import (
+    FRAMEWORK_ORDER,
+    Branch,
+    CudaRelease,
+    CudnnRelease,
+    Framework,
+    Gpu,
+    Image,
+    ImagePolicy,
+    Matrix,
+    MinorCompat,
+    OperatingSystem,
+    Provenance,
+    Release,
+    Variant,
+)
+from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patch, release_key
+
+if TYPE_CHECKING:
+    from typing import Any
+
+CACHE_FORMAT = 1
+
+# ---------------------------------------------------------------------------------------------
+# locating and reading the files
+
+
+def default_matrix_dir() -> str:
+    """The packaged matrix in an installed wheel, else the checkout's top-level matrix/."""
+    override = os.environ.get("ENVBUILD_MATRIX")
+    if override:
+        return override
+    from envbuild._util.resources import data_dir
+
+    return data_dir("matrix")
+
+
+def _matrix_files(root: str) -> list[tuple[str, str]]:
+    """(kind, path relative to root) of every data file, in a stable order."""
+    files = [(kind, f"{kind}.toml") for kind in ("drivers", "cuda", "gpus", "os")]
+    frameworks_dir = os.path.join(root, "frameworks")
+    if os.path.isdir(frameworks_dir):
+        for name in sorted(os.listdir(frameworks_dir)):
+            if name.endswith(".toml"):
+                files.append(("framework", f"frameworks/{name}"))
+    return files
+
+
+def _cache_dir() -> str | None:
+    configured = os.environ.get("ENVBUILD_CACHE_DIR")
+    if configured is not None:
+        return configured or None  # empty: no cache
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "envbuild")
+
+
+def read_raw(root: str) -> tuple[str, dict[str, Any]]:
+    """The matrix digest and the validated contents of every file, from cache when possible."""
+    if not os.path.isdir(root):
+        raise MatrixError(
+            f"matrix directory {root} does not exist",
+            fix="point --matrix or ENVBUILD_MATRIX at a folder holding drivers.toml, "
+            "cuda.toml, gpus.toml and frameworks/*.toml",
+        )
+    blobs: list[tuple[str, str, bytes]] = []
+    crc = adler = 1
+    for kind, rel in _matrix_files(root):
+        path = os.path.join(root, rel)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            raise MatrixError(
+                f"cannot read {path}: {exc.strerror}",
+                fix="restore the file from the envbuild checkout or package",
+            ) from None
+        framed = rel.encode() + b"\0" + data + b"\0"
+        crc, adler = zlib.crc32(framed, crc), zlib.adler32(framed, adler)
+        blobs.append((kind, rel, data))
+    size = sum(len(rel) + len(data) for _, rel, data in blobs)
+
+    cache = _cache_dir()
+    name = f"matrix-{CACHE_FORMAT}-{__version__}-{crc:08x}{adler:08x}{size:x}.json"
+    cache_file = os.path.join(cache, name) if cache else None
+    if cache_file is not None:
+        try:
+            with open(cache_file, "rb") as handle:
+                cached = json.loads(handle.read())
+            return cached["digest"], cached["files"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+
+    raw = _parse_and_validate(blobs)
+    digest = content_digest(blobs)
+    if cache_file is not None:
+        _write_cache(cache_file, {"digest": digest, "files": raw})
+    return digest, raw
+
+
+def content_digest(blobs: list[tuple[str, str, bytes]]) -> str:
+    """sha256 over every file's relative path and bytes: what a lock records as the matrix digest."""
+    import hashlib
+
+    hasher = hashlib.sha256()
+    for _, rel, data in blobs:
+        hasher.update(rel.encode() + b"\0" + data + b"\0")
+    return hasher.hexdigest()
+
+
+def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
+    from envbuild._util import toml as _toml
+    from envbuild.matrix.schema import validate_file
+
+    raw: dict[str, Any] = {}
+    errors: list[str] = []
+    for kind, rel, data in blobs:
+        try:
+            parsed = _toml.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
+            errors.append(f"{rel}: not valid TOML: {exc}")
+            continue
+        errors += validate_file(kind, rel, parsed)
+        raw[rel] = {"kind": kind, "data": parsed}
+    if errors:
+        shown = "\n  ".join(errors[:25])
+        more = f"\n  ... and {len(errors) - 25} more" if len(errors) > 25 else ""
+        raise MatrixError(
+            f"the compatibility matrix does not validate:\n  {shown}{more}",
+            fix="correct the rows named above (schema: matrix/README.md)",
+        )
+    return raw
+
+
+def _write_cache(cache_file: str, content: dict[str, Any]) -> None:
+    """Atomic, best effort: a read-only home or a full disk only costs speed."""
+    import contextlib
+
+    from envbuild._util.files import write_atomic  # only on a cache miss, off the resolve start-up path
+
+    with contextlib.suppress(OSError):
+        write_atomic(cache_file, json.dumps(content, separators=(",", ":")))
+
+
+# ---------------------------------------------------------------------------------------------
+# building the model
+
+
+def _prov(rel: str, where: str, row: dict[str, Any]) -> Provenance:
+    return Provenance(f"{rel} {where}", row["source"], row.get("confidence"), row.get("note"))
+
+
+def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
+    root = os.fspath(root) if root is not None else default_matrix_dir()
+    return build_matrix(root, *read_raw(root))
+
+
+def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
+    """The model from `read_raw`'s validated contents (for callers that also need the raw rows)."""
+    cuda: list[CudaRelease] = []
+    minor_compat: dict[int, MinorCompat] = {}
+    branches: dict[int, Branch] = {}
+    gpus: list[Gpu] = []
+    frameworks: list[Framework] = []
+    images: list[Image] = []
+    cudnn: list[CudnnRelease] = []
+    oses: dict[str, OperatingSystem] = {}
+    image_policy: ImagePolicy | None = None
+    for rel, entry in raw.items():
+        data = entry["data"]
+        kind = entry["kind"]
+        if kind == "drivers":
+            for row in data["cuda"]:
+                floor = row.get("min_driver")
+                cuda.append(
+                    CudaRelease(
+                        parse_patch(row["version"]),
+                        row["label"],
+                        row.get("ga", False),
+                        parse_driver_floor(floor) if floor else None,
+                        _prov(rel, f"[[cuda]] {row['version']}", row),
+                    )
+                )
+            for row in data["minor_compat"]:
+                minor_compat[row["cuda_major"]] = MinorCompat(
+                    row["cuda_major"],
+                    parse_driver_floor(row["min_driver"]),
+                    _prov(rel, f"[[minor_compat]] {row['cuda_major']}", row),
+                )
+            for row in data["branch"]:
+                branches[row["branch"]] = Branch(
+                    row["branch"],
+                    parse_minor(row["native_cuda"]),
+                    row["type"],
+                    row.get("eol"),
+                    _prov(rel, f"[[branch]] R{row['branch']}", row),
+                )
+        elif kind == "cuda":
+            for row in data["cudnn"]:
+                ranges = tuple(tuple(parse_minor(p) for p in r.split("-")) for r in row["cuda"])
+                min_cc = row.get("min_compute_capability")
+                cudnn.append(
+                    CudnnRelease(
+                        parse_minor(row["version"]),
+                        ranges,  # type: ignore[arg-type]
+                        parse_minor(min_cc) if min_cc else None,
+                        _prov(rel, f"[[cudnn]] {row['version']}", row),
+                    )
+                )
+            for row in data["image"]:
+                images.append(
+                    Image(
+                        parse_patch(row["cuda"]),
+                        tuple(row["os"]),
+                        tuple(row.get("cudnn_os", ())),
+                        row.get("cudnn_tag"),
+                        row.get("cudnn"),
+                        row.get("nccl"),
+                        row.get("eol"),
+                        row.get("deleted"),
+                        _prov(rel, f"[[image]] {row['cuda']}", row),
+                    )
+                )
+            policy = data.get("image_policy")
+            if policy:
+                image_policy = ImagePolicy(
+                    policy["repository"], policy["delete_after_months"], _prov(rel, "[image_policy]", policy)
+                )
+        elif kind == "gpus":
+            for row in data["gpu"]:
+                gpus.append(
+                    Gpu(
+                        row["name"],
+                        tuple(row.get("aliases", ())),
+                        parse_minor(row["compute_capability"]),
+                        row["architecture"],
+                        row.get("data_center", False),
+                        row.get("max_driver_branch"),
+                        _prov(rel, f"[[gpu]] {row['name']}", row),
+                    )
+                )
+        elif kind == "os":
+            for row in data["os"]:
+                oses[row["name"]] = OperatingSystem(
+                    row["name"],
+                    row["image"],
+                    row["family"],
+                    parse_minor(row["python"]),
+                    parse_minor(row["glibc"]),
+                    _prov(rel, f"[[os]] {row['name']}", row),
+                )
+        else:
+            frameworks.append(_build_framework(rel, data))
+    order = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
+    frameworks.sort(key=lambda fw: (order.get(fw.name, len(order)), fw.name))
+    cuda.sort(key=lambda c: c.version)
+    ga_floor = {c.version[:2]: c for c in cuda if c.ga}
+    return Matrix(
+        root,
+        digest,
+        tuple(cuda),
+        ga_floor,
+        minor_compat,
+        branches,
+        tuple(gpus),
+        tuple(frameworks),
+        tuple(images),
+        tuple(cudnn),
+        oses,
+        image_policy,
+    )
+
+
+def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
+    head = data["framework"]
+    releases: list[Release] = []
+    for row in data["release"]:
+        first = row["versions"][0]
+        variants = tuple(
+            Variant(
+                v["name"],
+                parse_minor(v["cuda"]) if "cuda" in v else None,
+                parse_minor(v["cuda_min"]) if "cuda_min" in v else None,
+                v.get("cudnn"),
+                v.get("nccl"),
+                v["index_url"],
+                v.get("extra"),
+                v["cuda_from"],
+                parse_arch_list(v["arch"]),
+                _prov(rel, f"[[release]] {first} variant {v['name']}", v),
+            )
+            for v in row["variant"]
+        )
+        python = tuple(sorted(parse_minor(p) for p in row["python"]))
+        prov = _prov(rel, f"[[release]] {first}", row)
+        for version in row["versions"]:
+            releases.append(
+                Release(version, release_key(version), python, row.get("pypi_variant"), variants, prov)
+            )
+    releases.sort(key=lambda r: r.key, reverse=True)
+    return Framework(
+        head["name"],
+        head["display_name"],
+        head["package"],
+        tuple(a.lower() for a in head.get("aliases", ())),
+        tuple(head.get("conda_packages", ())) or (head["package"],),
+        tuple(releases),
+        _prov(rel, "[framework]", head),
+    )
