@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.errors import EnvbuildError
+from envbuild.errors import BuildError, EnvbuildError
 from envbuild.image import engine
-from envbuild.image.engine import BuildError, BuildResult, Progress, build_image, choose_backend
+from envbuild.image.engine import BuildResult, Progress, build_image, choose_backend
 from tests.test_render_docker import BASE_IMAGE, bookworm_image, docker  # bookworm_image: a fixture
 
 BACKENDS = ["api", "buildkit"]

@@ -395,8 +395,7 @@ def test_without_range_support_the_wheel_is_downloaded_once(stale_matrix) -> Non
 def test_network_failures_and_malformed_answers_write_nothing(
     capsys, upstream, stale_matrix, break_it, message, monkeypatch
 ) -> None:
-    monkeypatch.setattr("envbuild.refresh.upstream.BACKOFF_START_S", 0)
-    monkeypatch.setattr("envbuild.oci.registry.BACKOFF_START_S", 0)
+    monkeypatch.setattr("envbuild._util.http.BACKOFF_START_S", 0)
     before = {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")}
     break_it(upstream)
     code, out, err = run_refresh(capsys, upstream, stale_matrix, "--write")
@@ -408,7 +407,7 @@ def test_network_failures_and_malformed_answers_write_nothing(
 def test_unreachable_upstream_is_a_clear_error(capsys, stale_matrix, monkeypatch) -> None:
     import socket
 
-    monkeypatch.setattr("envbuild.refresh.upstream.BACKOFF_START_S", 0)
+    monkeypatch.setattr("envbuild._util.http.BACKOFF_START_S", 0)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

@@ -21,14 +21,8 @@ import pytest
 import requests
 
 from envbuild.errors import EnvbuildError, UsageError
-from envbuild.oci.registry import (
-    MANIFEST_ACCEPT,
-    Reference,
-    parse_reference,
-    pinned,
-    registry_scheme,
-    resolve_digest,
-)
+from envbuild.oci.reference import Reference, parse_reference
+from envbuild.oci.registry import MANIFEST_ACCEPT, pinned, registry_scheme, resolve_digest
 from tests.test_render_docker import bookworm_image, docker
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4

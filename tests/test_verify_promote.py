@@ -16,9 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from envbuild.errors import UsageError
-from envbuild.image.promote import PromoteError, Promotion, promote, report_digest, split_tag
-from envbuild.image.verify import Verification, VerifyError, explain_engine_error, verify_image
+from envbuild.errors import PromoteError, UsageError, VerifyError
+from envbuild.image.promote import Promotion, promote, report_digest
+from envbuild.image.verify import Verification, explain_engine_error, verify_image
+from envbuild.oci.reference import split_tag
 from envbuild.oci.registry import resolve_digest
 
 # bookworm_image and wheelhouse are fixtures, used by name

@@ -17,6 +17,7 @@ from envbuild.host.nvsmi import SmiReport, SmiUnavailable, reason_names
 from envbuild.matrix.arch import parse_arch_list
 from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
+from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
 from envbuild.resolve.solver import native_cuda_of
 from envbuild.smoke._common import require_satisfied
 
@@ -370,7 +371,7 @@ def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]
     config: dict[str, Any] = image.attrs.get("Config") or {}
     labels = config.get("Labels") or {}
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
-    cuda = labels.get("io.envbuild.cuda")
+    cuda = labels.get(CUDA)
     requirement = (
         " ".join(
             v
@@ -387,7 +388,7 @@ def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]
                 Check(
                     f"image {ref}",
                     "skip",
-                    "no io.envbuild.cuda label or CUDA_VERSION: not a CUDA image envbuild can judge",
+                    f"no {CUDA} label or CUDA_VERSION: not a CUDA image envbuild can judge",
                     None,
                 )
             ]
@@ -397,8 +398,8 @@ def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]
         smi,
         name=f"image {ref}",
         cuda=cuda,
-        compat=labels.get("io.envbuild.compat", "native"),
-        arch=labels.get("io.envbuild.gpu-arch"),
+        compat=labels.get(COMPAT, "native"),
+        arch=labels.get(GPU_ARCH),
         requirement=requirement,
         disabled=disabled,
     )

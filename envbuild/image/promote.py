@@ -21,13 +21,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import time
 
+from envbuild._util.http import attempts
 from envbuild._util.record import Record
 from envbuild.errors import PromoteError, UsageError
+from envbuild.oci.labels import SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
+from envbuild.oci.reference import registry_host, split_tag
 
 PUSH_TIMEOUT_S = 600
-BACKOFF_START_S = 1.0
 
 
 class Promotion(Record):
@@ -45,20 +46,12 @@ def report_digest(report: dict) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def split_tag(ref: str) -> tuple[str, str]:
-    """ "host:5000/team/img:v1" -> ("host:5000/team/img", "v1"); no tag -> "latest"."""
-    colon, slash = ref.rfind(":"), ref.rfind("/")
-    if colon > slash:
-        return ref[:colon], ref[colon + 1 :]
-    return ref, "latest"
-
-
 def labels_for(report: dict, device: str) -> dict[str, str]:
     return {
-        "io.envbuild.verified": "true",
-        "io.envbuild.smoke.device": device,
-        "io.envbuild.smoke.report-digest": report_digest(report),
-        "io.envbuild.smoke.framework": str(report.get("framework", "")),
+        VERIFIED: "true",
+        SMOKE_DEVICE: device,
+        SMOKE_REPORT_DIGEST: report_digest(report),
+        SMOKE_FRAMEWORK: str(report.get("framework", "")),
     }
 
 
@@ -90,7 +83,7 @@ def promote(
 ) -> Promotion:
     """Label the verified image `image_id`, tag it with every tag, and push them when `push`.
 
-    `retries` is how many more times a failed push of one tag is tried, waiting 1 s, 2 s, 4 s, ...
+    `retries` is how many more times a failed push of one tag is tried (envbuild._util.http's policy).
     """
     if not isinstance(report, dict) or report.get("passed") is not True:
         raise PromoteError(
@@ -182,10 +175,8 @@ def _push(client: object, ref: str, retries: int) -> str:
 
     repository, tag = split_tag(ref)
     api = client.api  # type: ignore[attr-defined]
-    delay = BACKOFF_START_S
-    attempts = max(0, int(retries)) + 1
     error = "unknown error"
-    for attempt in range(attempts):
+    for _ in attempts(retries):
         digest: str | None = None
         error = ""
         try:
@@ -205,12 +196,7 @@ def _push(client: object, ref: str, retries: int) -> str:
             return digest
         if not error:
             error = "the push stream ended without a digest"
-        if attempt + 1 < attempts:
-            time.sleep(delay)
-            delay *= 2
-    host = repository.split("/", 1)[0] if "/" in repository else "docker.io"
-    if "/" in repository and not ("." in host or ":" in host or host == "localhost"):
-        host = "docker.io"
+    host = registry_host(repository)
     raise PromoteError(
         f"pushing {ref} failed: {error}",
         fix=f"check the registry is reachable and you are logged in (docker login {host})",

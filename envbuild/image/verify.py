@@ -22,10 +22,10 @@ import uuid
 
 from envbuild._util.record import Record
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
+from envbuild.oci.labels import ROLE
 from envbuild.smoke.report import parse_report, validate
 
 SMOKE_PATH = "/opt/envbuild/smoke.py"
-ROLE_LABEL = "io.envbuild.role"
 DEVICES = ("cpu", "gpu")
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
@@ -148,7 +148,7 @@ def verify_image(
         "name": f"envbuild-smoke-{uuid.uuid4().hex[:12]}",
         "network_disabled": True,
         "network_mode": "none",
-        "labels": {ROLE_LABEL: "smoke"},
+        "labels": {ROLE: "smoke"},
         "environment": dict(env) if env else None,
         "detach": True,
     }

@@ -127,7 +127,7 @@ class BaseImageWarning(Record):
 def base_image_warning(matrix: Matrix, reference: str, day: datetime.date) -> BaseImageWarning | None:
     """A warning for a lock's base image when its nvidia/cuda tag is past EOL, ending or deleted;
     None for supported tags and for images that are not nvidia/cuda."""
-    from envbuild.oci.registry import parse_reference
+    from envbuild.oci.reference import parse_reference
 
     try:
         parsed = parse_reference(reference)

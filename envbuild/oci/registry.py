@@ -1,4 +1,4 @@
-"""A small client for the registry HTTP API v2: parse an image reference and pin a tag to its digest.
+"""A small client for the registry HTTP API v2: pin a tag to its digest, list tags, promote by digest.
 
 `resolve_digest("nvidia/cuda:12.4.1-runtime-ubuntu22.04")` asks the registry which manifest (or
 manifest list / OCI index) the tag points at right now and returns its "sha256:..." digest;
@@ -23,16 +23,13 @@ import os
 import re
 
 from envbuild._util.http import short_reason, with_retries
-from envbuild._util.record import Record
 from envbuild.errors import EnvbuildError, UsageError
+from envbuild.oci.labels import VERIFIED
+from envbuild.oci.reference import DIGEST_RE, HUB_ALIASES, TAG_RE, Reference, parse_reference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import requests
-
-DOCKER_HUB = "docker.io"
-DOCKER_HUB_API = "registry-1.docker.io"
-_HUB_ALIASES = {DOCKER_HUB, "index.docker.io", DOCKER_HUB_API}
 
 MANIFEST_ACCEPT = ", ".join(
     [
@@ -42,99 +39,6 @@ MANIFEST_ACCEPT = ", ".join(
         "application/vnd.docker.distribution.manifest.v2+json",
     ]
 )
-
-ACCEPTED_FORMS = (
-    "accepted forms: NAME[:TAG][@sha256:DIGEST], where NAME is [REGISTRY[:PORT]/]PATH, e.g. "
-    "'ubuntu:22.04', 'nvidia/cuda:12.4.1-runtime-ubuntu22.04', '127.0.0.1:5000/team/img:v1', "
-    "'ghcr.io/acme/train@sha256:<64 hex digits>'"
-)
-
-# Docker's reference grammar (distribution/reference), kept to what parsing needs.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_PATH_RE = re.compile(rf"{_COMPONENT}(?:/{_COMPONENT})*")
-_DOMAIN_LABEL = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN_RE = re.compile(rf"(?:{_DOMAIN_LABEL}(?:\.{_DOMAIN_LABEL})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?")
-_TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
-_NAME_MAX = 255
-
-BACKOFF_START_S = 0.5
-
-
-class Reference(Record):
-    """A parsed image reference.
-
-    name: the part before ":tag" / "@digest", exactly as written (used by `pinned`).
-    registry: host[:port] as written, or "docker.io" when none is written.
-    api_host: where the API lives (docker.io -> registry-1.docker.io).
-    repository: the path inside the registry (docker.io single names get "library/").
-    tag: the tag, "latest" when none is written. digest: "sha256:..." or None.
-    """
-
-    __slots__ = ("name", "registry", "api_host", "repository", "tag", "digest")
-    name: str
-    registry: str
-    api_host: str
-    repository: str
-    tag: str
-    digest: str | None
-
-
-def parse_reference(ref: str) -> Reference:
-    """Split an image reference by Docker's rules; a malformed one is a UsageError."""
-    text = ref.strip() if isinstance(ref, str) else ""
-
-    def bad(why: str) -> UsageError:
-        return UsageError(f"malformed image reference {ref!r}: {why}", fix=ACCEPTED_FORMS)
-
-    if not text:
-        raise bad("it is empty")
-    if any(c.isspace() for c in text):
-        raise bad("it contains whitespace")
-    remainder, at, digest = text.partition("@")
-    if at:
-        if not _DIGEST_RE.fullmatch(digest):
-            raise bad("the digest after '@' must be 'sha256:' followed by 64 lowercase hex digits")
-    else:
-        digest = None
-    name, tag = remainder, None
-    last_colon, last_slash = remainder.rfind(":"), remainder.rfind("/")
-    if last_colon > last_slash:
-        name, tag = remainder[:last_colon], remainder[last_colon + 1 :]
-        if not _TAG_RE.fullmatch(tag):
-            raise bad(
-                f"tag {tag!r} is not valid (up to 128 of letters, digits, '_', '.', '-'; "
-                "not starting with '.' or '-')"
-            )
-    if not name:
-        raise bad("the image name is missing")
-    if len(name) > _NAME_MAX:
-        raise bad(f"the name is longer than {_NAME_MAX} characters")
-
-    first, slash, rest = name.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost" or first.startswith("[")):
-        registry, path = first, rest
-        if not _DOMAIN_RE.fullmatch(registry):
-            raise bad(f"registry {registry!r} is not a valid host[:port]")
-    else:
-        registry, path = DOCKER_HUB, name
-    if not path:
-        raise bad("the repository path after the registry is missing")
-    if not _PATH_RE.fullmatch(path):
-        if path.lower() != path and _PATH_RE.fullmatch(path.lower()):
-            raise bad(f"repository {path!r} must be lowercase")
-        raise bad(
-            f"repository {path!r} is not valid (lowercase components of letters and digits, "
-            "separated by '.', '_', '__' or '-', joined by '/')"
-        )
-
-    if registry in _HUB_ALIASES:
-        api_host = DOCKER_HUB_API
-        if "/" not in path:
-            path = f"library/{path}"
-    else:
-        api_host = registry
-    return Reference(name, registry, api_host, path, tag or "latest", digest)
 
 
 def pinned(ref: str, **kwargs: object) -> str:
@@ -177,7 +81,7 @@ def resolve_digest(
         raise session.http_error(response)
 
     header = response.headers.get("Docker-Content-Digest", "").strip()
-    if _DIGEST_RE.fullmatch(header):
+    if DIGEST_RE.fullmatch(header):
         return header
     return "sha256:" + hashlib.sha256(response.content).hexdigest()
 
@@ -229,7 +133,6 @@ INDEX_MEDIA_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
-VERIFIED_LABEL = "io.envbuild.verified"
 
 
 def fetch_manifest(
@@ -307,9 +210,9 @@ def promote_by_digest(
                 f"{image_id[:19]}: refusing to promote",
                 fix=f"verify this digest: envbuild verify {ref.strip()} --report FILE",
             )
-    elif labels.get(VERIFIED_LABEL) != "true":
+    elif labels.get(VERIFIED) != "true":
         raise EnvbuildError(
-            f"{ref.strip()} was not verified by envbuild (no {VERIFIED_LABEL} label): refusing to promote",
+            f"{ref.strip()} was not verified by envbuild (no {VERIFIED} label): refusing to promote",
             fix=f"run envbuild verify {ref.strip()} --report FILE, then envbuild promote --report FILE "
             "--tag ... --push first, and promote the digest that push reports",
         )
@@ -336,7 +239,7 @@ def promote_by_digest(
 def _promotion_target(source: Reference, target: str) -> Reference:
     text = target.strip() if isinstance(target, str) else ""
     if text and "/" not in text and ":" not in text and "@" not in text:
-        if not _TAG_RE.fullmatch(text):
+        if not TAG_RE.fullmatch(text):
             raise UsageError(
                 f"promotion target {target!r} is not a valid tag",
                 fix="a tag is up to 128 of letters, digits, '_', '.', '-', not starting with '.' or '-'",
@@ -379,7 +282,7 @@ def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]
         raise session.http_error(response, reference=reference)
     body = response.content
     computed = "sha256:" + hashlib.sha256(body).hexdigest()
-    if _DIGEST_RE.fullmatch(reference) and computed != reference:
+    if DIGEST_RE.fullmatch(reference) and computed != reference:
         raise EnvbuildError(
             f"registry {session.parsed.registry} served {session.where}@{reference} with content whose "
             f"digest is {computed}",
@@ -390,7 +293,7 @@ def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]
         with contextlib.suppress(ValueError, AttributeError):
             media_type = str(json.loads(body).get("mediaType") or media_type)
     header = response.headers.get("Docker-Content-Digest", "").strip()
-    return body, media_type, header if _DIGEST_RE.fullmatch(header) else computed
+    return body, media_type, header if DIGEST_RE.fullmatch(header) else computed
 
 
 def _put_manifest(session: _Session, tag: str, body: bytes, media_type: str) -> str:
@@ -418,7 +321,7 @@ def _put_manifest(session: _Session, tag: str, body: bytes, media_type: str) -> 
             fix=fix,
         )
     header = response.headers.get("Docker-Content-Digest", "").strip()
-    if _DIGEST_RE.fullmatch(header):
+    if DIGEST_RE.fullmatch(header):
         return header
     return "sha256:" + hashlib.sha256(body).hexdigest()
 
@@ -483,7 +386,7 @@ def _config(session: _Session, body: bytes, media_type: str) -> tuple[str, dict[
         body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
         manifest = _json_object(body, f"the manifest {entry['digest']} of {session.where}")
     config_digest = (manifest.get("config") or {}).get("digest")
-    if not isinstance(config_digest, str) or not _DIGEST_RE.fullmatch(config_digest):
+    if not isinstance(config_digest, str) or not DIGEST_RE.fullmatch(config_digest):
         raise EnvbuildError(
             f"the manifest of {session.where} names no sha256 config blob ({media_type or 'no media type'})",
             fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
@@ -600,8 +503,8 @@ def _credentials(parsed: Reference, docker_config: str | None) -> tuple[str, str
     if not isinstance(auths, dict):
         return None
     wanted = {parsed.registry.lower()}
-    if parsed.registry in _HUB_ALIASES:
-        wanted |= _HUB_ALIASES
+    if parsed.registry in HUB_ALIASES:
+        wanted |= HUB_ALIASES
     for key, entry in auths.items():
         if not isinstance(entry, dict) or _config_key_host(key) not in wanted:
             continue
@@ -673,7 +576,6 @@ class _Session:
             return with_retries(
                 lambda: self.http.request(method, url, timeout=self.timeout, **kwargs),  # type: ignore[arg-type]
                 retries=self.retries,
-                backoff_s=BACKOFF_START_S,
                 unreachable=unreachable,
             )
         except requests.exceptions.SSLError as exc:
@@ -793,7 +695,7 @@ class _Session:
                 fix="check the image name's spelling and registry; a private repository may need "
                 f"`docker login {self.parsed.registry}`",
             )
-        if reference and _DIGEST_RE.fullmatch(reference):
+        if reference and DIGEST_RE.fullmatch(reference):
             return EnvbuildError(
                 f"manifest {reference} not found in {self.where}",
                 fix="check the digest; the manifest may have been deleted, or pushed to another repository",
@@ -807,7 +709,7 @@ class _Session:
     def http_error(self, response: requests.Response, *, reference: str | None = None) -> EnvbuildError:
         codes = ", ".join(sorted(_error_codes(response)))
         reference = reference or self.parsed.tag
-        at = "@" if _DIGEST_RE.fullmatch(reference) else ":"
+        at = "@" if DIGEST_RE.fullmatch(reference) else ":"
         return EnvbuildError(
             f"registry {self.parsed.registry} answered HTTP {response.status_code} for the manifest "
             f"of {self.where}{at}{reference}" + (f" ({codes})" if codes else ""),

@@ -62,7 +62,7 @@ def settings_from(
     for flag, url in (("--pypi-url", pypi), ("--pytorch-index-url", index)):
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"{flag} {url!r} is not an http(s) URL", fix=f"e.g. {flag} https://pypi.org")
-    from envbuild.oci.registry import parse_reference
+    from envbuild.oci.reference import parse_reference
 
     parse_reference(repository)  # a malformed repository is a usage error naming the value
     if timeout <= 0:
@@ -110,7 +110,8 @@ def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
                 http, settings.pytorch_index_url, torch[0], torch[1]["data"], floors, minors, day
             )
     if "nvidia-cuda-tags" in settings.sources:
-        from envbuild.oci.registry import list_tags, parse_reference
+        from envbuild.oci.reference import parse_reference
+        from envbuild.oci.registry import list_tags
         from envbuild.refresh.cuda_images import image_findings
 
         parsed = parse_reference(settings.cuda_repository)

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 RANGE_BLOCK = 256 * 1024  # bytes per range request; a wheel's central directory fits in one or two
-BACKOFF_START_S = 0.5
 MAX_DOWNLOAD = 4 * 1024**3  # the fallback without range support still refuses absurd sizes
 
 
@@ -50,7 +49,6 @@ class Http:
         return _http.with_retries(
             lambda: self.session.get(url, headers=headers, timeout=self.timeout, stream=stream),
             retries=self.retries,
-            backoff_s=BACKOFF_START_S,
             unreachable=unreachable,
         )
 

@@ -15,6 +15,7 @@ from envbuild.errors import NoStackError, UsageError
 from envbuild.matrix.cuda_tags import cuda_tag
 from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.versions import format_driver, format_minor
+from envbuild.oci import labels
 from envbuild.resolve.query import build_query
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
@@ -280,7 +281,7 @@ def build_plan(
             f"{spec.path} target {target.name!r}: envbuild.lock was made for another stack",
             fix="run `envbuild lock` (and `envbuild lock --check` in CI)",
         )
-    labels = _labels(spec, target, stack, strategy, image, python)
+    image_labels = _image_labels(spec, target, stack, strategy, image, python)
     document = stack_json(stack)
     document.update(
         {
@@ -317,7 +318,7 @@ def build_plan(
         spec.image.user,
         USER_UID,
         tuple(sorted(env.items())),
-        labels,
+        image_labels,
         tags,
         wheelhouse,
         devel,
@@ -330,7 +331,7 @@ def build_plan(
     )
 
 
-def _labels(
+def _image_labels(
     spec: Spec, target: Target, stack: Stack, strategy: str, image: str, python: str
 ) -> tuple[tuple[str, str], ...]:
     variant = stack.variant
@@ -338,25 +339,25 @@ def _labels(
         f"{stack.framework.display_name} {stack.release.version} with CUDA {format_minor(stack.cuda)}, "
         f"Python {python}, built by envbuild"
     )
-    labels = {
+    written = {
         "org.opencontainers.image.title": f"{spec.image.repository} ({target.name})",
         "org.opencontainers.image.description": description,
         "org.opencontainers.image.version": stack.release.version,
         "org.opencontainers.image.base.name": image,
-        "io.envbuild.version": __version__,
-        "io.envbuild.target": target.name,
-        "io.envbuild.strategy": strategy,
-        "io.envbuild.framework": stack.framework.name,
-        "io.envbuild.framework-version": stack.release.version,
-        "io.envbuild.variant": variant.name,
-        "io.envbuild.cuda": format_minor(stack.cuda),
-        "io.envbuild.cudnn": variant.cudnn or "",
-        "io.envbuild.nccl": variant.nccl or "",
-        "io.envbuild.python": python,
-        "io.envbuild.min-driver": format_driver(stack.min_driver),
-        "io.envbuild.compat": stack.mode,
-        "io.envbuild.gpu-arch": variant.arch.describe(),
-        "io.envbuild.spec-digest": f"sha256:{spec.digest}",
+        labels.VERSION: __version__,
+        labels.TARGET: target.name,
+        labels.STRATEGY: strategy,
+        labels.FRAMEWORK: stack.framework.name,
+        labels.FRAMEWORK_VERSION: stack.release.version,
+        labels.VARIANT: variant.name,
+        labels.CUDA: format_minor(stack.cuda),
+        labels.CUDNN: variant.cudnn or "",
+        labels.NCCL: variant.nccl or "",
+        labels.PYTHON: python,
+        labels.MIN_DRIVER: format_driver(stack.min_driver),
+        labels.COMPAT: stack.mode,
+        labels.GPU_ARCH: variant.arch.describe(),
+        labels.SPEC_DIGEST: f"sha256:{spec.digest}",
     }
-    labels.update(dict(spec.image.labels))
-    return tuple(sorted((key, value) for key, value in labels.items() if value))
+    written.update(dict(spec.image.labels))
+    return tuple(sorted((key, value) for key, value in written.items() if value))

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import re
 
+from envbuild.errors import UsageError
+from envbuild.oci import labels
+from envbuild.oci.reference import TAG_RE, Reference, parse_reference
+
 # Anything that could end a Dockerfile instruction or chain a shell command.
 FORBIDDEN = ("\n", "\r", "&&", "||", ";", "`", "$(", "${", "\\", "\x00")
 
@@ -20,16 +24,6 @@ _CONDA_RE = re.compile(
     re.IGNORECASE,
 )
 _URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%/+@:=-]*)?$")
-_IMAGE_RE = re.compile(
-    r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?"
-    r"(?P<path>[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
-    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
-)
-_REPOSITORY_RE = re.compile(
-    r"^(?:[a-zA-Z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*$"
-)
-_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _LABEL_KEY_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
@@ -91,9 +85,19 @@ def url(value: str) -> str:
     return value
 
 
+def _reference(value: str) -> Reference | None:
+    """The parsed reference, by Docker's grammar (envbuild.oci.reference), or None."""
+    if value != value.strip():
+        return None
+    try:
+        return parse_reference(value)
+    except UsageError:
+        return None
+
+
 def image_ref(value: str) -> str:
     reject_metacharacters(value)
-    if not _IMAGE_RE.match(value):
+    if _reference(value) is None:
         raise ValueError(
             "is not an image reference; accepted: e.g. 'ubuntu:22.04', "
             "'registry.local:5000/base/debian:bookworm@sha256:<64 hex>'"
@@ -103,7 +107,8 @@ def image_ref(value: str) -> str:
 
 def repository(value: str) -> str:
     reject_metacharacters(value)
-    if not _REPOSITORY_RE.match(value):
+    parsed = _reference(value)
+    if parsed is None or parsed.name != value:  # a tag or a digest is not part of a repository
         raise ValueError(
             "is not an image repository (lowercase path, optional registry host); "
             "accepted: e.g. 'ghcr.io/acme/train'"
@@ -121,7 +126,7 @@ def tag_template(value: str) -> str:
         raise ValueError(
             f"may only use the placeholders {', '.join('{' + f + '}' for f in TAG_FIELDS)}"
         ) from None
-    if not _TAG_RE.match(expanded):
+    if not TAG_RE.fullmatch(expanded):
         raise ValueError(
             "does not make a valid tag (letters, digits, _ . -, at most 128, not starting with . or -)"
         )
@@ -130,7 +135,7 @@ def tag_template(value: str) -> str:
 
 def expand_tag(template: str, fields: dict[str, str]) -> str:
     tag = template.format(**fields).replace("+", "_")
-    if not _TAG_RE.match(tag):
+    if not TAG_RE.fullmatch(tag):
         raise ValueError(f"tag template {template!r} expands to {tag!r}, which is not a valid tag")
     return tag
 
@@ -139,8 +144,8 @@ def label_key(value: str) -> str:
     reject_metacharacters(value)
     if not _LABEL_KEY_RE.match(value):
         raise ValueError("is not a label key (lowercase reverse-DNS style, e.g. 'com.example.team')")
-    if value.startswith("io.envbuild."):
-        raise ValueError("is reserved: envbuild writes the io.envbuild.* labels itself")
+    if value.startswith(labels.PREFIX):
+        raise ValueError(f"is reserved: envbuild writes the {labels.PREFIX}* labels itself")
     return value
 
 

@@ -1,0 +1,34 @@
+"""The io.envbuild.* image labels: what render writes, what promote adds, what doctor and the registry
+side of promotion read. One list, so a writer and a reader can never spell a name two ways.
+
+Spec files may not set labels under PREFIX (spec.validate.label_key): only envbuild writes them.
+"""
+
+from __future__ import annotations
+
+PREFIX = "io.envbuild."
+
+# Written into every image by render (the stack it was built for).
+VERSION = PREFIX + "version"
+TARGET = PREFIX + "target"
+STRATEGY = PREFIX + "strategy"
+FRAMEWORK = PREFIX + "framework"
+FRAMEWORK_VERSION = PREFIX + "framework-version"
+VARIANT = PREFIX + "variant"
+CUDA = PREFIX + "cuda"
+CUDNN = PREFIX + "cudnn"
+NCCL = PREFIX + "nccl"
+PYTHON = PREFIX + "python"
+MIN_DRIVER = PREFIX + "min-driver"
+COMPAT = PREFIX + "compat"
+GPU_ARCH = PREFIX + "gpu-arch"
+SPEC_DIGEST = PREFIX + "spec-digest"
+
+# Added by promote to an image whose smoke step passed (a label-only image on top of the built one).
+VERIFIED = PREFIX + "verified"
+SMOKE_DEVICE = PREFIX + "smoke.device"
+SMOKE_REPORT_DIGEST = PREFIX + "smoke.report-digest"
+SMOKE_FRAMEWORK = PREFIX + "smoke.framework"
+
+# On the throwaway containers verify runs, so they can be found and cleaned up.
+ROLE = PREFIX + "role"
