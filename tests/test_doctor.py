@@ -103,15 +103,25 @@ def write_cuda_lock(
         )
     )
     target = LockedTarget(
-        "default",
-        "wheels" if base.startswith("ubuntu") else "base-image",
-        "3.11",
-        base,
-        ("torch==2.5.1",),
-        stack,
-        (LockedPackage("torch", "2.5.1", "framework", "https://pypi.org/simple", ("sha256:" + "c" * 64,)),),
+        name="default",
+        strategy="wheels" if base.startswith("ubuntu") else "base-image",
+        python="3.11",
+        base_image=base,
+        requirements=("torch==2.5.1",),
+        stack=stack,
+        packages=(
+            LockedPackage(
+                name="torch",
+                version="2.5.1",
+                layer="framework",
+                index="https://pypi.org/simple",
+                hashes=("sha256:" + "c" * 64,),
+            ),
+        ),
     )
-    write_lock(str(path), Lock(__version__, "d" * 64, "e" * 64, (target,)))
+    write_lock(
+        str(path), Lock(envbuild=__version__, spec_digest="d" * 64, matrix_digest="e" * 64, targets=(target,))
+    )
     return path
 
 

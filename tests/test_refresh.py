@@ -429,22 +429,22 @@ def test_write_refuses_rows_that_would_fail_the_check(stale_matrix) -> None:
     before = {p: p.read_bytes() for p in stale_matrix.rglob("*.toml")}
     unknown_release = '[[image]]\ncuda = "99.0.0"\nos = ["ubuntu24.04"]\nsource = "https://x.org"\n'
     good = Finding(
-        "add",
-        "frameworks/jax.toml",
-        "jax 0.12.0.1",
-        "",
-        "http://x",
-        DAY,
-        Edit("append-version", "0.12.0", "0.12.0.1"),
+        action="add",
+        file="frameworks/jax.toml",
+        subject="jax 0.12.0.1",
+        detail="",
+        source="http://x",
+        fetched=DAY,
+        edit=Edit(kind="append-version", anchor="0.12.0", text="0.12.0.1"),
     )
     bad = Finding(
-        "add",
-        "cuda.toml",
-        "nvidia/cuda 99.0.0",
-        "",
-        "http://x",
-        DAY,
-        Edit("append-block", "", unknown_release),
+        action="add",
+        file="cuda.toml",
+        subject="nvidia/cuda 99.0.0",
+        detail="",
+        source="http://x",
+        fetched=DAY,
+        edit=Edit(kind="append-block", anchor="", text=unknown_release),
     )
     with pytest.raises(MatrixError, match="nothing was written") as caught:
         write_checked(str(stale_matrix), edited_texts(str(stale_matrix), [good, bad]))

@@ -54,26 +54,30 @@ def check_smi(smi: SmiReport | None, problem: str | None) -> list[Check]:
             else "the driver is installed but not answering: reboot or reload the kernel module "
             "(a driver upgrade without reboot does this), and check `dmesg | grep -i nvrm`"
         )
-        return [Check("nvidia-smi", "fail", problem or "nvidia-smi did not answer", fix)]
+        return [
+            Check(name="nvidia-smi", status="fail", evidence=problem or "nvidia-smi did not answer", fix=fix)
+        ]
     names = ", ".join(sorted({g.name for g in smi.gpus})) or "no GPUs listed"
     evidence = (
         f"driver {smi.driver_version}, CUDA {smi.cuda_version or '?'}, {len(smi.gpus)} GPU(s): {names}"
         f" (from the {smi.source})"
     )
-    return [Check("nvidia-smi", "ok", evidence, None)]
+    return [Check(name="nvidia-smi", status="ok", evidence=evidence, fix=None)]
 
 
 def check_driver(matrix: Matrix, smi: SmiReport | None) -> Check:
     driver = _driver(smi)
     if driver is None:
-        return Check("driver vs matrix", "skip", "no driver version to compare", None)
+        return Check(
+            name="driver vs matrix", status="skip", evidence="no driver version to compare", fix=None
+        )
     native = native_cuda_of(matrix, driver)
     if native is None:
         return Check(
-            "driver vs matrix",
-            "fail",
-            f"driver {driver} runs no CUDA 11+ toolkit envbuild knows",
-            "install a current data-center driver (R535 or newer)",
+            name="driver vs matrix",
+            status="fail",
+            evidence=f"driver {driver} runs no CUDA 11+ toolkit envbuild knows",
+            fix="install a current data-center driver (R535 or newer)",
         )
     added = []
     for major, row in sorted(matrix.minor_compat.items()):
@@ -82,13 +86,15 @@ def check_driver(matrix: Matrix, smi: SmiReport | None) -> Check:
             added.append(f"CUDA {format_minor(newer[0])}-{format_minor(newer[-1])}")
     extra = f"; --compat minor adds {', '.join(added)} (without PTX JIT of newer code)" if added else ""
     return Check(
-        "driver vs matrix", "ok", f"driver {driver} runs CUDA <= {format_minor(native)} natively{extra}", None
+        name="driver vs matrix",
+        status="ok",
+        evidence=f"driver {driver} runs CUDA <= {format_minor(native)} natively{extra}",
+        fix=None,
     )
 
 
 def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None:
     """The banner has no compute capability column: fill it in from the matrix by GPU name."""
-    from envbuild.host.nvsmi import GpuInfo
 
     if smi is None or all(g.compute_capability for g in smi.gpus):
         return smi
@@ -98,13 +104,13 @@ def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None
         if cc is None:
             known = find_gpu(matrix, gpu.name)
             cc = known.cc if known else None
-        gpus.append(GpuInfo(*gpu._values()[:3], cc, *gpu._values()[4:]))
-    return SmiReport(smi.driver_version, smi.cuda_version, tuple(gpus), smi.source, smi.brand)
+        gpus.append(gpu.replace(compute_capability=cc))
+    return smi.replace(gpus=tuple(gpus))
 
 
 def check_gpus(smi: SmiReport | None) -> list[Check]:
     if smi is None:
-        return [Check("GPUs", "skip", "nvidia-smi did not answer", None)]
+        return [Check(name="GPUs", status="skip", evidence="nvidia-smi did not answer", fix=None)]
     checks = []
     for gpu in smi.gpus:
         name = f"GPU {gpu.index}"
@@ -146,21 +152,21 @@ def check_gpus(smi: SmiReport | None) -> list[Check]:
         if problems:
             checks.append(
                 Check(
-                    name,
-                    "warn",
-                    f"{basics}; " + "; ".join(p[0] for p in problems),
-                    "; ".join(p[1] for p in problems),
+                    name=name,
+                    status="warn",
+                    evidence=f"{basics}; " + "; ".join(p[0] for p in problems),
+                    fix="; ".join(p[1] for p in problems),
                 )
             )
         else:
             note = f"; {', '.join(info)} active" if info else ""
-            checks.append(Check(name, "ok", basics + note, None))
+            checks.append(Check(name=name, status="ok", evidence=basics + note, fix=None))
     return checks or [
         Check(
-            "GPUs",
-            "warn",
-            "nvidia-smi lists no GPU",
-            "check the GPU is seated and visible (lspci | grep -i nvidia)",
+            name="GPUs",
+            status="warn",
+            evidence="nvidia-smi lists no GPU",
+            fix="check the GPU is seated and visible (lspci | grep -i nvidia)",
         )
     ]
 
@@ -176,17 +182,20 @@ def check_docker() -> list[Check]:
         reason = str(exc).splitlines()[0][:200]
         return [
             Check(
-                "docker engine",
-                "fail",
-                f"not reachable: {reason}",
-                "start dockerd (systemctl start docker), check DOCKER_HOST, and that this user may use "
+                name="docker engine",
+                status="fail",
+                evidence=f"not reachable: {reason}",
+                fix="start dockerd (systemctl start docker), check DOCKER_HOST, and that this user may use "
                 "the socket (the docker group)",
             ),
-            Check("nvidia runtime", "skip", "no engine to ask", None),
+            Check(name="nvidia runtime", status="skip", evidence="no engine to ask", fix=None),
         ]
     checks = [
         Check(
-            "docker engine", "ok", f"Docker {version.get('Version')} (API {version.get('ApiVersion')})", None
+            name="docker engine",
+            status="ok",
+            evidence=f"Docker {version.get('Version')} (API {version.get('ApiVersion')})",
+            fix=None,
         )
     ]
     runtimes = sorted((info.get("Runtimes") or {}).keys())
@@ -196,15 +205,21 @@ def check_docker() -> list[Check]:
     if "nvidia" in runtimes or cdi:
         how = "nvidia runtime" if "nvidia" in runtimes else "CDI devices " + ", ".join(cdi[:3])
         checks.append(
-            Check("nvidia runtime", "ok", f"{how} configured (runtimes: {', '.join(runtimes)})", None)
+            Check(
+                name="nvidia runtime",
+                status="ok",
+                evidence=f"{how} configured (runtimes: {', '.join(runtimes)})",
+                fix=None,
+            )
         )
     else:
         checks.append(
             Check(
-                "nvidia runtime",
-                "fail",
-                f"no NVIDIA runtime or CDI devices configured (runtimes: {', '.join(runtimes) or '-'})",
-                "install the NVIDIA Container Toolkit, run `nvidia-ctk runtime configure "
+                name="nvidia runtime",
+                status="fail",
+                evidence="no NVIDIA runtime or CDI devices configured "
+                f"(runtimes: {', '.join(runtimes) or '-'})",
+                fix="install the NVIDIA Container Toolkit, run `nvidia-ctk runtime configure "
                 "--runtime=docker` and restart dockerd; on CPU-only CI use --smoke-device cpu",
             )
         )
@@ -213,15 +228,20 @@ def check_docker() -> list[Check]:
         done = subprocess.run([cli, "--version"], capture_output=True, text=True, check=False, timeout=10)
         first = (done.stdout or done.stderr).strip().splitlines()
         checks.append(
-            Check("container toolkit", "ok", first[0] if first else "nvidia-container-cli present", None)
+            Check(
+                name="container toolkit",
+                status="ok",
+                evidence=first[0] if first else "nvidia-container-cli present",
+                fix=None,
+            )
         )
     else:
         checks.append(
             Check(
-                "container toolkit",
-                "fail" if checks[-1].status == "fail" else "warn",
-                "nvidia-container-cli not found",
-                "install nvidia-container-toolkit (it provides nvidia-container-cli and nvidia-ctk)",
+                name="container toolkit",
+                status="fail" if checks[-1].status == "fail" else "warn",
+                evidence="nvidia-container-cli not found",
+                fix="install nvidia-container-toolkit (it provides nvidia-container-cli and nvidia-ctk)",
             )
         )
     return checks
@@ -244,7 +264,7 @@ def stack_verdict(
 ) -> list[Check]:
     driver = _driver(smi)
     if driver is None:
-        return [Check(name, "skip", "no driver visible to compare against", None)]
+        return [Check(name=name, status="skip", evidence="no driver visible to compare against", fix=None)]
     cuda_minor = parse_minor(cuda)
     floor_row = matrix.ga_floor.get(cuda_minor)
     compat_row = matrix.minor_compat.get(cuda_minor[0])
@@ -264,15 +284,22 @@ def stack_verdict(
                 f"to start it (first unmet: {unmet})"
             )
     if native and starts:
-        checks.append(Check(name, "ok", f"runs natively: CUDA {cuda} needs driver >= {floor}; {host}", None))
+        checks.append(
+            Check(
+                name=name,
+                status="ok",
+                evidence=f"runs natively: CUDA {cuda} needs driver >= {floor}; {host}",
+                fix=None,
+            )
+        )
     elif via_compat and compat == "minor" and starts:
         checks.append(
             Check(
-                name,
-                "ok",
-                f"runs via minor-version compatibility (no PTX JIT of newer code): CUDA "
+                name=name,
+                status="ok",
+                evidence=f"runs via minor-version compatibility (no PTX JIT of newer code): CUDA "
                 f"{cuda} needs >= {format_driver(compat_row.min_driver)} this way; {host}",
-                None,
+                fix=None,
             )
         )
     else:
@@ -290,10 +317,10 @@ def stack_verdict(
             )
         checks.append(
             Check(
-                name,
-                "fail",
-                f"will not start natively: CUDA {cuda} needs driver >= {floor}; {host}{refused}",
-                f"upgrade the driver to >= {floor} (R{floor.split('.')[0]} or newer), " + alternatives,
+                name=name,
+                status="fail",
+                evidence=f"will not start natively: CUDA {cuda} needs driver >= {floor}; {host}{refused}",
+                fix=f"upgrade the driver to >= {floor} (R{floor.split('.')[0]} or newer), " + alternatives,
             )
         )
     gpu_checks = _arch_checks(smi, name, arch, allow_ptx=native)
@@ -313,15 +340,22 @@ def _arch_checks(smi: SmiReport | None, name: str, arch: str | None, *, allow_pt
             continue
         checks.append(
             Check(
-                f"{name} GPU {gpu.index}",
-                "fail",
-                f"no kernel image is available for execution on the device: {gpu.name} "
+                name=f"{name} GPU {gpu.index}",
+                status="fail",
+                evidence=f"no kernel image is available for execution on the device: {gpu.name} "
                 f"(compute capability {cc[0]}.{cc[1]}) is not in the build's archs {arch}",
-                f"pick a build that lists {cc[0]}.{cc[1]}: envbuild resolve --gpu {cc[0]}.{cc[1]}",
+                fix=f"pick a build that lists {cc[0]}.{cc[1]}: envbuild resolve --gpu {cc[0]}.{cc[1]}",
             )
         )
     if not checks and any(g.compute_capability for g in smi.gpus):
-        checks.append(Check(f"{name} GPUs", "ok", f"every GPU is covered by the build's archs {arch}", None))
+        checks.append(
+            Check(
+                name=f"{name} GPUs",
+                status="ok",
+                evidence=f"every GPU is covered by the build's archs {arch}",
+                fix=None,
+            )
+        )
     return checks
 
 
@@ -335,7 +369,14 @@ def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]
     for target in lock.targets:
         warning = base_image_warning(matrix, target.base_image, day)
         if warning:
-            checks.append(Check(f"lock {target.name} base image", "warn", warning.message, warning.fix))
+            checks.append(
+                Check(
+                    name=f"lock {target.name} base image",
+                    status="warn",
+                    evidence=warning.message,
+                    fix=warning.fix,
+                )
+            )
         stack = dict(target.stack)
         compat = stack.get("compat", "native")
         cuda = stack["cuda"]
@@ -362,10 +403,10 @@ def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]
     except Exception as exc:
         return [
             Check(
-                f"image {ref}",
-                "fail",
-                f"cannot inspect it: {str(exc).splitlines()[0][:200]}",
-                "pull it first (docker pull), or check the reference",
+                name=f"image {ref}",
+                status="fail",
+                evidence=f"cannot inspect it: {str(exc).splitlines()[0][:200]}",
+                fix="pull it first (docker pull), or check the reference",
             )
         ]
     config: dict[str, Any] = image.attrs.get("Config") or {}
@@ -386,10 +427,10 @@ def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]
         if not version:
             return [
                 Check(
-                    f"image {ref}",
-                    "skip",
-                    f"no {CUDA} label or CUDA_VERSION: not a CUDA image envbuild can judge",
-                    None,
+                    name=f"image {ref}",
+                    status="skip",
+                    evidence=f"no {CUDA} label or CUDA_VERSION: not a CUDA image envbuild can judge",
+                    fix=None,
                 )
             ]
         cuda = ".".join(version.split(".")[:2])

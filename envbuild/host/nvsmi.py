@@ -134,18 +134,18 @@ def parse_query(text: str, fields: tuple[str, ...] = QUERY_FIELDS) -> list[GpuIn
         reasons = int(reasons_text, 16) if re.fullmatch(r"0x[0-9A-Fa-f]+", reasons_text) else None
         gpus.append(
             GpuInfo(
-                _int(row["index"]) or 0,
-                row["name"],
-                row.get("uuid"),
-                cc,
-                _int(row["memory.used"]),
-                _int(row["memory.total"]),
-                _int(row["utilization.gpu"]),
-                _int(row["temperature.gpu"]),
-                _number(row["power.draw"]),
-                _number(row["power.limit"]),
-                reasons,
-                (),
+                index=_int(row["index"]) or 0,
+                name=row["name"],
+                uuid=row.get("uuid"),
+                compute_capability=cc,
+                memory_used_mib=_int(row["memory.used"]),
+                memory_total_mib=_int(row["memory.total"]),
+                utilization_pct=_int(row["utilization.gpu"]),
+                temperature_c=_int(row["temperature.gpu"]),
+                power_w=_number(row["power.draw"]),
+                power_limit_w=_number(row["power.limit"]),
+                event_reasons=reasons,
+                processes=(),
             )
         )
     return gpus
@@ -156,7 +156,9 @@ def parse_apps(text: str) -> dict[str, list[Process]]:
     for line in text.strip().splitlines():
         values = [v.strip() for v in line.split(",")]
         if len(values) == 4 and values[1].isdigit():
-            by_gpu.setdefault(values[0], []).append(Process(int(values[1]), values[2], _int(values[3]) or 0))
+            by_gpu.setdefault(values[0], []).append(
+                Process(pid=int(values[1]), name=values[2], used_mib=_int(values[3]) or 0)
+            )
     return by_gpu
 
 
@@ -175,7 +177,9 @@ def parse_banner(text: str) -> SmiReport:
             match = _PROC_RE.match(line)
             if match:
                 processes.setdefault(int(match.group(1)), []).append(
-                    Process(int(match.group(2)), match.group(3).strip(), int(match.group(4)))
+                    Process(
+                        pid=int(match.group(2)), name=match.group(3).strip(), used_mib=int(match.group(4))
+                    )
                 )
             continue
         match = _GPU_ROW_RE.match(line)
@@ -188,23 +192,27 @@ def parse_banner(text: str) -> SmiReport:
         utilization = _UTIL_RE.search(detail)
         gpus.append(
             GpuInfo(
-                int(match.group(1)),
-                match.group(2).strip(),
-                None,
-                None,
-                int(memory.group(1)) if memory else None,
-                int(memory.group(2)) if memory else None,
-                int(utilization.group(1)) if utilization else None,
-                int(temperature.group(1)) if temperature else None,
-                float(power.group(1)) if power else None,
-                float(power.group(2)) if power else None,
-                None,
-                (),
+                index=int(match.group(1)),
+                name=match.group(2).strip(),
+                uuid=None,
+                compute_capability=None,
+                memory_used_mib=int(memory.group(1)) if memory else None,
+                memory_total_mib=int(memory.group(2)) if memory else None,
+                utilization_pct=int(utilization.group(1)) if utilization else None,
+                temperature_c=int(temperature.group(1)) if temperature else None,
+                power_w=float(power.group(1)) if power else None,
+                power_limit_w=float(power.group(2)) if power else None,
+                event_reasons=None,
+                processes=(),
             )
         )
-    gpus = [GpuInfo(*g._values()[:-1], tuple(processes.get(g.index, ()))) for g in gpus]
+    gpus = [g.replace(processes=tuple(processes.get(g.index, ()))) for g in gpus]
     return SmiReport(
-        driver.group(1) if driver else None, cuda.group(1) if cuda else None, tuple(gpus), "banner", None
+        driver_version=driver.group(1) if driver else None,
+        cuda_version=cuda.group(1) if cuda else None,
+        gpus=tuple(gpus),
+        source="banner",
+        brand=None,
     )
 
 
@@ -269,14 +277,18 @@ def query(binary: str = "nvidia-smi") -> SmiReport:
             by_uuid = parse_apps(apps.stdout) if apps.returncode == 0 else {}
             from_banner = {g.index: g.processes for g in report.gpus}
             gpus = [
-                GpuInfo(
-                    *g._values()[:-1], tuple(by_uuid.get(g.uuid or "", ())) or from_banner.get(g.index, ())
-                )
+                g.replace(processes=tuple(by_uuid.get(g.uuid or "", ())) or from_banner.get(g.index, ()))
                 for g in gpus
             ]
             first = [v.strip() for v in done.stdout.strip().splitlines()[0].split(",")]
             driver = dict(zip(fields, first, strict=False)).get("driver_version") or report.driver_version
-            report = SmiReport(driver, report.cuda_version, tuple(gpus), "query", None)
+            report = SmiReport(
+                driver_version=driver,
+                cuda_version=report.cuda_version,
+                gpus=tuple(gpus),
+                source="query",
+                brand=None,
+            )
             break
     details = _run(path, "-q")
     brand = parse_brand(details.stdout) if details.returncode == 0 else None
@@ -284,14 +296,18 @@ def query(binary: str = "nvidia-smi") -> SmiReport:
     if details.returncode == 0 and any(g.event_reasons is None for g in gpus):
         masks = parse_q_reasons(details.stdout)
         gpus = tuple(
-            GpuInfo(
-                *g._values()[:10],
-                masks[i] if g.event_reasons is None and i < len(masks) else g.event_reasons,
-                g.processes,
+            g.replace(
+                event_reasons=masks[i] if g.event_reasons is None and i < len(masks) else g.event_reasons
             )
             for i, g in enumerate(gpus)
         )
-    return SmiReport(report.driver_version, report.cuda_version, gpus, report.source, brand)
+    return SmiReport(
+        driver_version=report.driver_version,
+        cuda_version=report.cuda_version,
+        gpus=gpus,
+        source=report.source,
+        brand=brand,
+    )
 
 
 def reason_names(bitmask: int | None) -> tuple[list[str], list[str]]:

@@ -147,7 +147,7 @@ def build_image(
                 close()
         seconds = time.monotonic() - started
         log.write(f"# envbuild: built {image_id} in {seconds:.1f}s\n")
-    return BuildResult(image_id, backend, seconds, steps)
+    return BuildResult(image_id=image_id, backend=backend, seconds=seconds, steps=steps)
 
 
 def _failure(step: str | None, detail: str, log_path: str) -> BuildError:

@@ -122,7 +122,7 @@ def promote(
             except PromoteError as exc:
                 exc.pushed = tuple(pushed)  # type: ignore[attr-defined]  # what did make it, for callers
                 raise
-    return Promotion(promoted, tuple(tags), tuple(pushed))
+    return Promotion(image_id=promoted, tags=tuple(tags), pushed=tuple(pushed))
 
 
 def _label(client: object, image_id: str, labels: dict[str, str]) -> str:

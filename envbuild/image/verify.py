@@ -209,7 +209,13 @@ def verify_image(
             "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5]),
             fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
         )
-    return Verification(report, bool(report["passed"]) and exit_code == 0, seconds, device, exit_code)
+    return Verification(
+        report=report,
+        passed=bool(report["passed"]) and exit_code == 0,
+        seconds=seconds,
+        device=device,
+        exit_code=exit_code,
+    )
 
 
 def _remove(client: object, container: object, name: str, *, quiet: bool) -> None:

@@ -49,7 +49,15 @@ def lock_target(
             upgrade=upgrade,
             upgrade_packages=upgrade_packages,
         ):
-            framework.append(LockedPackage(name, version, "framework", index or plan.framework_index, hashes))
+            framework.append(
+                LockedPackage(
+                    name=name,
+                    version=version,
+                    layer="framework",
+                    index=index or plan.framework_index,
+                    hashes=hashes,
+                )
+            )
     in_framework = {p.name for p in framework}
     user: list[LockedPackage] = []
     constraints = tuple(f"{p.name}=={p.version}" for p in framework) + plan.constraints
@@ -64,14 +72,24 @@ def lock_target(
         upgrade_packages=upgrade_packages,
     ):
         if name not in in_framework:
-            user.append(LockedPackage(name, version, "user", index or plan.index_url, hashes))
+            user.append(
+                LockedPackage(
+                    name=name, version=version, layer="user", index=index or plan.index_url, hashes=hashes
+                )
+            )
     packages = tuple(sorted(framework, key=lambda p: p.name)) + tuple(sorted(user, key=lambda p: p.name))
     stack = tuple(
         sorted((k, str(v)) for k, v in plan.stack_document.items() if k in STACK_KEYS and v is not None)
     )
     requirements = (*plan.framework_requirements, *plan.pip)
     return LockedTarget(
-        target.name, plan.strategy, plan.python, pinned(plan.base_image), requirements, stack, packages
+        name=target.name,
+        strategy=plan.strategy,
+        python=plan.python,
+        base_image=pinned(plan.base_image),
+        requirements=requirements,
+        stack=stack,
+        packages=packages,
     )
 
 
@@ -117,7 +135,12 @@ def lock_spec(
             upgrade_packages=upgrade_packages,
         )
     order = [t.name for t in spec.targets]
-    return Lock(__version__, spec.digest, matrix.digest, tuple(locked[n] for n in order if n in locked))
+    return Lock(
+        envbuild=__version__,
+        spec_digest=spec.digest,
+        matrix_digest=matrix.digest,
+        targets=tuple(locked[n] for n in order if n in locked),
+    )
 
 
 def check_lock(lock: Lock, intact: bool, spec: Spec, matrix: Matrix) -> list[str]:

@@ -43,4 +43,6 @@ def parse_cuda_tag(tag: str) -> CudaTag | None:
     if not match:
         return None
     cudnn, _, kind = match.group(4).rpartition("-")
-    return CudaTag(tuple(int(match.group(i)) for i in (1, 2, 3)), cudnn or None, kind, match.group(5))
+    return CudaTag(
+        cuda=tuple(int(match.group(i)) for i in (1, 2, 3)), cudnn=cudnn or None, kind=kind, os=match.group(5)
+    )

@@ -81,8 +81,18 @@ def image_lifecycle(matrix: Matrix, cuda: tuple[int, int, int], day: datetime.da
     if exact is None:
         newer = [i for i in rows if i.cuda > cuda]
         if newer:
-            return Lifecycle("superseded", cuda, None, None, None, None, max(newer, key=lambda i: i.cuda))
-        return Lifecycle("unknown", cuda, None, None, None, None, None)
+            return Lifecycle(
+                state="superseded",
+                cuda=cuda,
+                eol=None,
+                delete_on=None,
+                deleted=None,
+                branch=None,
+                row=max(newer, key=lambda i: i.cuda),
+            )
+        return Lifecycle(
+            state="unknown", cuda=cuda, eol=None, delete_on=None, deleted=None, branch=None, row=None
+        )
     eol, branch = image_eol(matrix, exact)
     months = matrix.image_policy.delete_after_months if matrix.image_policy else 6
     delete_on = add_months(eol, months) if eol else None
@@ -98,7 +108,9 @@ def image_lifecycle(matrix: Matrix, cuda: tuple[int, int, int], day: datetime.da
         state = "ending"
     else:
         state = "supported"
-    return Lifecycle(state, cuda, eol, delete_on, exact.deleted, branch, exact)
+    return Lifecycle(
+        state=state, cuda=cuda, eol=eol, delete_on=delete_on, deleted=exact.deleted, branch=branch, row=exact
+    )
 
 
 def nearest_supported(matrix: Matrix, tag: CudaTag, day: datetime.date) -> Image | None:
@@ -148,10 +160,10 @@ def base_image_warning(matrix: Matrix, reference: str, day: datetime.date) -> Ba
     if life.state == "superseded" and life.row is not None:
         replacement = tag.with_release(life.row)
         return BaseImageWarning(
-            life.state,
-            f"base image {shown} is an old point release: NVIDIA maintains only the newest of each "
+            state=life.state,
+            message=f"base image {shown} is an old point release: NVIDIA maintains only the newest of each "
             f"minor ({format_minor(life.row.cuda)}), and deletes the others",
-            f"move to {parsed.repository}:{replacement}: run `envbuild lock`, which takes the newest "
+            fix=f"move to {parsed.repository}:{replacement}: run `envbuild lock`, which takes the newest "
             f"point release of CUDA {format_minor(tag.cuda[:2])}",
         )
     inherited = f", with driver branch R{life.branch}" if life.branch else ""
@@ -186,4 +198,4 @@ def base_image_warning(matrix: Matrix, reference: str, day: datetime.date) -> Ba
             f"move to the nearest supported release {parsed.repository}:{tag.with_release(target)}{needs}: "
             f'set cuda = "{format_minor(target.cuda[:2])}" in [stack] and run `envbuild lock`'
         )
-    return BaseImageWarning(life.state, message, fix)
+    return BaseImageWarning(state=life.state, message=message, fix=fix)

@@ -164,7 +164,9 @@ def _write_cache(cache_file: str, content: dict[str, Any]) -> None:
 
 
 def _prov(rel: str, where: str, row: dict[str, Any]) -> Provenance:
-    return Provenance(f"{rel} {where}", row["source"], row.get("confidence"), row.get("note"))
+    return Provenance(
+        where=f"{rel} {where}", source=row["source"], confidence=row.get("confidence"), note=row.get("note")
+    )
 
 
 def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
@@ -191,26 +193,26 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                 floor = row.get("min_driver")
                 cuda.append(
                     CudaRelease(
-                        parse_patch(row["version"]),
-                        row["label"],
-                        row.get("ga", False),
-                        parse_driver_floor(floor) if floor else None,
-                        _prov(rel, f"[[cuda]] {row['version']}", row),
+                        version=parse_patch(row["version"]),
+                        label=row["label"],
+                        ga=row.get("ga", False),
+                        min_driver=parse_driver_floor(floor) if floor else None,
+                        prov=_prov(rel, f"[[cuda]] {row['version']}", row),
                     )
                 )
             for row in data["minor_compat"]:
                 minor_compat[row["cuda_major"]] = MinorCompat(
-                    row["cuda_major"],
-                    parse_driver_floor(row["min_driver"]),
-                    _prov(rel, f"[[minor_compat]] {row['cuda_major']}", row),
+                    cuda_major=row["cuda_major"],
+                    min_driver=parse_driver_floor(row["min_driver"]),
+                    prov=_prov(rel, f"[[minor_compat]] {row['cuda_major']}", row),
                 )
             for row in data["branch"]:
                 branches[row["branch"]] = Branch(
-                    row["branch"],
-                    parse_minor(row["native_cuda"]),
-                    row["type"],
-                    row.get("eol"),
-                    _prov(rel, f"[[branch]] R{row['branch']}", row),
+                    branch=row["branch"],
+                    native_cuda=parse_minor(row["native_cuda"]),
+                    type=row["type"],
+                    eol=row.get("eol"),
+                    prov=_prov(rel, f"[[branch]] R{row['branch']}", row),
                 )
         elif kind == "cuda":
             for row in data["cudnn"]:
@@ -218,53 +220,55 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                 min_cc = row.get("min_compute_capability")
                 cudnn.append(
                     CudnnRelease(
-                        parse_minor(row["version"]),
-                        ranges,  # type: ignore[arg-type]
-                        parse_minor(min_cc) if min_cc else None,
-                        _prov(rel, f"[[cudnn]] {row['version']}", row),
+                        version=parse_minor(row["version"]),
+                        cuda=ranges,
+                        min_cc=parse_minor(min_cc) if min_cc else None,
+                        prov=_prov(rel, f"[[cudnn]] {row['version']}", row),
                     )
                 )
             for row in data["image"]:
                 images.append(
                     Image(
-                        parse_patch(row["cuda"]),
-                        tuple(row["os"]),
-                        tuple(row.get("cudnn_os", ())),
-                        row.get("cudnn_tag"),
-                        row.get("cudnn"),
-                        row.get("nccl"),
-                        row.get("eol"),
-                        row.get("deleted"),
-                        _prov(rel, f"[[image]] {row['cuda']}", row),
+                        cuda=parse_patch(row["cuda"]),
+                        os=tuple(row["os"]),
+                        cudnn_os=tuple(row.get("cudnn_os", ())),
+                        cudnn_tag=row.get("cudnn_tag"),
+                        cudnn=row.get("cudnn"),
+                        nccl=row.get("nccl"),
+                        eol=row.get("eol"),
+                        deleted=row.get("deleted"),
+                        prov=_prov(rel, f"[[image]] {row['cuda']}", row),
                     )
                 )
             policy = data.get("image_policy")
             if policy:
                 image_policy = ImagePolicy(
-                    policy["repository"], policy["delete_after_months"], _prov(rel, "[image_policy]", policy)
+                    repository=policy["repository"],
+                    delete_after_months=policy["delete_after_months"],
+                    prov=_prov(rel, "[image_policy]", policy),
                 )
         elif kind == "gpus":
             for row in data["gpu"]:
                 gpus.append(
                     Gpu(
-                        row["name"],
-                        tuple(row.get("aliases", ())),
-                        parse_minor(row["compute_capability"]),
-                        row["architecture"],
-                        row.get("data_center", False),
-                        row.get("max_driver_branch"),
-                        _prov(rel, f"[[gpu]] {row['name']}", row),
+                        name=row["name"],
+                        aliases=tuple(row.get("aliases", ())),
+                        cc=parse_minor(row["compute_capability"]),
+                        architecture=row["architecture"],
+                        data_center=row.get("data_center", False),
+                        max_driver_branch=row.get("max_driver_branch"),
+                        prov=_prov(rel, f"[[gpu]] {row['name']}", row),
                     )
                 )
         elif kind == "os":
             for row in data["os"]:
                 oses[row["name"]] = OperatingSystem(
-                    row["name"],
-                    row["image"],
-                    row["family"],
-                    parse_minor(row["python"]),
-                    parse_minor(row["glibc"]),
-                    _prov(rel, f"[[os]] {row['name']}", row),
+                    name=row["name"],
+                    image=row["image"],
+                    family=row["family"],
+                    python=parse_minor(row["python"]),
+                    glibc=parse_minor(row["glibc"]),
+                    prov=_prov(rel, f"[[os]] {row['name']}", row),
                 )
         else:
             frameworks.append(_build_framework(rel, data))
@@ -273,18 +277,18 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
     cuda.sort(key=lambda c: c.version)
     ga_floor = {c.version[:2]: c for c in cuda if c.ga}
     return Matrix(
-        root,
-        digest,
-        tuple(cuda),
-        ga_floor,
-        minor_compat,
-        branches,
-        tuple(gpus),
-        tuple(frameworks),
-        tuple(images),
-        tuple(cudnn),
-        oses,
-        image_policy,
+        root=root,
+        digest=digest,
+        cuda=tuple(cuda),
+        ga_floor=ga_floor,
+        minor_compat=minor_compat,
+        branches=branches,
+        gpus=tuple(gpus),
+        frameworks=tuple(frameworks),
+        images=tuple(images),
+        cudnn=tuple(cudnn),
+        oses=oses,
+        image_policy=image_policy,
     )
 
 
@@ -295,16 +299,16 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
         first = row["versions"][0]
         variants = tuple(
             Variant(
-                v["name"],
-                parse_minor(v["cuda"]) if "cuda" in v else None,
-                parse_minor(v["cuda_min"]) if "cuda_min" in v else None,
-                v.get("cudnn"),
-                v.get("nccl"),
-                v["index_url"],
-                v.get("extra"),
-                v["cuda_from"],
-                parse_arch_list(v["arch"]),
-                _prov(rel, f"[[release]] {first} variant {v['name']}", v),
+                name=v["name"],
+                cuda=parse_minor(v["cuda"]) if "cuda" in v else None,
+                cuda_min=parse_minor(v["cuda_min"]) if "cuda_min" in v else None,
+                cudnn=v.get("cudnn"),
+                nccl=v.get("nccl"),
+                index_url=v["index_url"],
+                extra=v.get("extra"),
+                cuda_from=v["cuda_from"],
+                arch=parse_arch_list(v["arch"]),
+                prov=_prov(rel, f"[[release]] {first} variant {v['name']}", v),
             )
             for v in row["variant"]
         )
@@ -312,15 +316,22 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
         prov = _prov(rel, f"[[release]] {first}", row)
         for version in row["versions"]:
             releases.append(
-                Release(version, release_key(version), python, row.get("pypi_variant"), variants, prov)
+                Release(
+                    version=version,
+                    key=release_key(version),
+                    python=python,
+                    pypi_variant=row.get("pypi_variant"),
+                    variants=variants,
+                    prov=prov,
+                )
             )
     releases.sort(key=lambda r: r.key, reverse=True)
     return Framework(
-        head["name"],
-        head["display_name"],
-        head["package"],
-        tuple(a.lower() for a in head.get("aliases", ())),
-        tuple(head.get("conda_packages", ())) or (head["package"],),
-        tuple(releases),
-        _prov(rel, "[framework]", head),
+        name=head["name"],
+        display_name=head["display_name"],
+        package=head["package"],
+        aliases=tuple(a.lower() for a in head.get("aliases", ())),
+        conda_packages=tuple(head.get("conda_packages", ())) or (head["package"],),
+        releases=tuple(releases),
+        prov=_prov(rel, "[framework]", head),
     )

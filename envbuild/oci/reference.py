@@ -105,7 +105,9 @@ def parse_reference(ref: str) -> Reference:
             path = f"library/{path}"
     else:
         api_host = registry
-    return Reference(name, registry, api_host, path, tag or "latest", digest)
+    return Reference(
+        name=name, registry=registry, api_host=api_host, repository=path, tag=tag or "latest", digest=digest
+    )
 
 
 def split_tag(ref: str) -> tuple[str, str]:

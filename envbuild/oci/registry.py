@@ -244,7 +244,14 @@ def _promotion_target(source: Reference, target: str) -> Reference:
                 f"promotion target {target!r} is not a valid tag",
                 fix="a tag is up to 128 of letters, digits, '_', '.', '-', not starting with '.' or '-'",
             )
-        return Reference(source.name, source.registry, source.api_host, source.repository, text, None)
+        return Reference(
+            name=source.name,
+            registry=source.registry,
+            api_host=source.api_host,
+            repository=source.repository,
+            tag=text,
+            digest=None,
+        )
     parsed = parse_reference(text)
     if parsed.digest:
         raise UsageError(

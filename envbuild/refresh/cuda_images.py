@@ -41,14 +41,14 @@ def image_findings(
             if expected & present:
                 findings.append(
                     Finding(
-                        "flag",
-                        rel,
-                        subject,
-                        f"marked deleted on {row['deleted']}, but {len(expected & present)} of its tags are "
-                        "listed again; check and remove `deleted` if NVIDIA restored them",
-                        tags_url,
-                        day,
-                        None,
+                        action="flag",
+                        file=rel,
+                        subject=subject,
+                        detail=f"marked deleted on {row['deleted']}, but {len(expected & present)} of its "
+                        "tags are listed again; check and remove `deleted` if NVIDIA restored them",
+                        source=tags_url,
+                        fetched=day,
+                        edit=None,
                     )
                 )
             continue
@@ -56,28 +56,28 @@ def image_findings(
             line = f"deleted = {toml_string(day)}"
             findings.append(
                 Finding(
-                    "add",
-                    rel,
-                    subject,
-                    f"every one of its {len(expected)} tags is gone from the registry: mark the row deleted, "
-                    "so resolve stops offering it and locks built on it are warned",
-                    tags_url,
-                    day,
-                    Edit("set-key", row["cuda"], line),
+                    action="add",
+                    file=rel,
+                    subject=subject,
+                    detail=f"every one of its {len(expected)} tags is gone from the registry: mark the row "
+                    "deleted, so resolve stops offering it and locks built on it are warned",
+                    source=tags_url,
+                    fetched=day,
+                    edit=Edit(kind="set-key", anchor=row["cuda"], text=line),
                 )
             )
         elif gone:
             shown = ", ".join(gone[:6]) + (f" and {len(gone) - 6} more" if len(gone) > 6 else "")
             findings.append(
                 Finding(
-                    "flag",
-                    rel,
-                    subject,
-                    f"{len(gone)} of its {len(expected)} tags are missing ({shown}); check the row's os and "
-                    "cudnn_os lists by hand",
-                    tags_url,
-                    day,
-                    None,
+                    action="flag",
+                    file=rel,
+                    subject=subject,
+                    detail=f"{len(gone)} of its {len(expected)} tags are missing ({shown}); check the row's "
+                    "os and cudnn_os lists by hand",
+                    source=tags_url,
+                    fetched=day,
+                    edit=None,
                 )
             )
     findings += _new_releases(rel, rows, present, tags_url, repository, known_cuda, day)
@@ -115,15 +115,15 @@ def _new_releases(
         if version not in known_cuda:
             findings.append(
                 Finding(
-                    "flag",
-                    rel,
-                    subject,
-                    f"{len(parsed_tags)} tags of CUDA {text} exist, but drivers.toml has no CUDA {text} "
-                    "row with a driver floor; add it from Table 3 of the CUDA release notes, then refresh "
-                    "again",
-                    tags_url,
-                    day,
-                    None,
+                    action="flag",
+                    file=rel,
+                    subject=subject,
+                    detail=f"{len(parsed_tags)} tags of CUDA {text} exist, but drivers.toml has no "
+                    f"CUDA {text} row with a driver floor; add it from Table 3 of the CUDA release notes, "
+                    "then refresh again",
+                    source=tags_url,
+                    fetched=day,
+                    edit=None,
                 )
             )
             continue
@@ -133,13 +133,13 @@ def _new_releases(
         if not oses:
             findings.append(
                 Finding(
-                    "flag",
-                    rel,
-                    subject,
-                    f"tags of CUDA {text} exist but no runtime tag; check by hand",
-                    tags_url,
-                    day,
-                    None,
+                    action="flag",
+                    file=rel,
+                    subject=subject,
+                    detail=f"tags of CUDA {text} exist but no runtime tag; check by hand",
+                    source=tags_url,
+                    fetched=day,
+                    edit=None,
                 )
             )
             continue
@@ -160,7 +160,13 @@ def _new_releases(
         detail = f"new release: runtime on {', '.join(oses)}; cuDNN runtime on {', '.join(cudnn) or 'none'}"
         findings.append(
             Finding(
-                "add", rel, subject, detail, tags_url, day, Edit("append-block", "", "\n".join(lines) + "\n")
+                action="add",
+                file=rel,
+                subject=subject,
+                detail=detail,
+                source=tags_url,
+                fetched=day,
+                edit=Edit(kind="append-block", anchor="", text="\n".join(lines) + "\n"),
             )
         )
     return findings

@@ -27,9 +27,9 @@ class Layout(Record):
 
 
 LAYOUTS = {
-    "torch": Layout("torch", 2),
-    "tensorflow": Layout("tensorflow", 2),
-    "jax": Layout("jaxlib", 3),
+    "torch": Layout(python_from="torch", series=2),
+    "tensorflow": Layout(python_from="tensorflow", series=2),
+    "jax": Layout(python_from="jaxlib", series=3),
 }
 _CP_RE = re.compile(r"-cp(\d)(\d+)-cp\d+m?-(?:manylinux|linux)[^/]*x86_64\.whl$")  # cp37m: old ABI tag
 _RUNTIME_RE = re.compile(r"^(nvidia-cuda-runtime(-cu\d+)?|cuda-toolkit)$")  # CUDA 13 wheels drop -cuNN
@@ -251,7 +251,11 @@ class FrameworkRefresh:
                     f"add to the row of {', '.join(row['versions'])}: same Python ({', '.join(facts.python)})"
                     f" and the same CUDA pins ({self._describe(facts)})"
                 )
-                return [self._finding("add", subject, detail, Edit("append-version", anchor, version))]
+                return [
+                    self._finding(
+                        "add", subject, detail, Edit(kind="append-version", anchor=anchor, text=version)
+                    )
+                ]
             return [
                 self._flag(
                     subject,
@@ -294,7 +298,9 @@ class FrameworkRefresh:
         variants: dict[str, dict[str, str]] = {}
         if wheel is None:
             problems.append(f"no Linux x86_64 or pure-Python wheel of {package} {version}")
-            return ReleaseFacts(python, requires_python, variants, problems)
+            return ReleaseFacts(
+                python=python, requires_python=requires_python, variants=variants, problems=problems
+            )
         metadata = wheel_metadata(self.http, wheel.url)
         requirements = requires_dist(metadata.text)
         for variant in pypi_variants(template):
@@ -319,7 +325,9 @@ class FrameworkRefresh:
             if variant.get("extra") is None and "cuda" in facts:
                 name = f"cu{facts['cuda'].replace('.', '')}" if name.startswith("cu") else name
             variants[name] = facts
-        return ReleaseFacts(python, requires_python, variants, problems)
+        return ReleaseFacts(
+            python=python, requires_python=requires_python, variants=variants, problems=problems
+        )
 
     def _differences(self, facts: ReleaseFacts, row: dict[str, Any]) -> list[str]:
         differences = []
@@ -386,11 +394,19 @@ class FrameworkRefresh:
             f"{facts.requires_python or 'not stated'}), {self._describe(facts) or 'no CUDA pins read'}; "
             "arch lists unknown, so it is proposed for review"
         )
-        return self._finding("review", f"{self.name} {version}", detail, Edit("append-block", "", block))
+        return self._finding(
+            "review", f"{self.name} {version}", detail, Edit(kind="append-block", anchor="", text=block)
+        )
 
     def _finding(self, action: str, subject: str, detail: str, edit: Edit | None) -> Finding:
         return Finding(
-            action, self.rel, subject, detail, self.project_url(self.head["package"]), self.day, edit
+            action=action,
+            file=self.rel,
+            subject=subject,
+            detail=detail,
+            source=self.project_url(self.head["package"]),
+            fetched=self.day,
+            edit=edit,
         )
 
     def _flag(self, subject: str, detail: str) -> Finding:

@@ -66,13 +66,13 @@ def torch_index_findings(
             if name in known:
                 findings.append(
                     Finding(
-                        "flag",
-                        rel,
-                        f"torch {name}",
-                        f"the matrix installs from {url} but it answered 404",
-                        url,
-                        day,
-                        None,
+                        action="flag",
+                        file=rel,
+                        subject=f"torch {name}",
+                        detail=f"the matrix installs from {url} but it answered 404",
+                        source=url,
+                        fetched=day,
+                        edit=None,
                     )
                 )
             continue
@@ -82,13 +82,14 @@ def torch_index_findings(
         if missing:
             findings.append(
                 Finding(
-                    "flag",
-                    rel,
-                    f"torch {name}",
-                    f"the matrix lists {name} builds of {', '.join(missing)}, but {url} has no such wheel",
-                    url,
-                    day,
-                    None,
+                    action="flag",
+                    file=rel,
+                    subject=f"torch {name}",
+                    detail=f"the matrix lists {name} builds of {', '.join(missing)}, "
+                    f"but {url} has no such wheel",
+                    source=url,
+                    fetched=day,
+                    edit=None,
                 )
             )
         extra = [
@@ -108,5 +109,15 @@ def torch_index_findings(
                 f"torch {', '.join(extra)} is published for {name}, which the matrix does not list; "
                 "its cuDNN, NCCL and arch list are not on the index, so add the [[release.variant]] by hand"
             )
-        findings.append(Finding("flag", rel, f"torch {name}", why, url, day, None))
+        findings.append(
+            Finding(
+                action="flag",
+                file=rel,
+                subject=f"torch {name}",
+                detail=why,
+                source=url,
+                fetched=day,
+                edit=None,
+            )
+        )
     return findings

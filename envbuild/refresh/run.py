@@ -67,7 +67,14 @@ def settings_from(
     parse_reference(repository)  # a malformed repository is a usage error naming the value
     if timeout <= 0:
         raise UsageError(f"--timeout {timeout} must be positive", fix="e.g. --timeout 30")
-    return Settings(parse_sources(sources), pypi.rstrip("/"), index.rstrip("/"), repository, timeout, retries)
+    return Settings(
+        sources=parse_sources(sources),
+        pypi_url=pypi.rstrip("/"),
+        pytorch_index_url=index.rstrip("/"),
+        cuda_repository=repository,
+        timeout=timeout,
+        retries=retries,
+    )
 
 
 def refresh(root: str, settings: Settings, day: str) -> list[Finding]:

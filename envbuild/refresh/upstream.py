@@ -115,7 +115,10 @@ def _dist_file(where: str, entry: object) -> DistFile:
     yanked = entry.get("yanked", False)
     requires = entry.get("requires_python", entry.get("requires-python"))
     return DistFile(
-        entry["filename"], file_url, requires if isinstance(requires, str) else None, bool(yanked)
+        filename=entry["filename"],
+        url=file_url,
+        requires_python=requires if isinstance(requires, str) else None,
+        yanked=bool(yanked),
     )
 
 
@@ -232,7 +235,7 @@ def wheel_metadata(http: Http, url: str) -> WheelMetadata:
             text = wheel.read(names[0]).decode("utf-8")
     except (zipfile.BadZipFile, UnicodeDecodeError, EOFError) as exc:
         raise malformed(url, f"not a readable wheel ({exc})") from None
-    return WheelMetadata(text, ranged, http.bytes_read - before)
+    return WheelMetadata(text=text, ranged=ranged, bytes_read=http.bytes_read - before)
 
 
 def _download(http: Http, url: str, response: requests.Response) -> bytes:

@@ -84,7 +84,7 @@ def parse_framework(text: str, matrix: Matrix) -> FrameworkFilter:
             f"--framework {text!r}: unknown framework {name!r}", fix=f"{hint}known frameworks: {names}"
         )
     if not rest:
-        return FrameworkFilter(framework, None, text)
+        return FrameworkFilter(framework=framework, specifier=None, text=text)
     if rest[0].isdigit():
         raise UsageError(
             f"--framework {text!r}: a bare version is ambiguous",
@@ -92,9 +92,9 @@ def parse_framework(text: str, matrix: Matrix) -> FrameworkFilter:
             f"'{name}=={rest}.*' for its patch releases",
         )
     return FrameworkFilter(
-        framework,
-        _specifier_set(rest, flag="--framework", example="'torch==2.5.*' or 'torch>=2.4,<2.6'"),
-        text,
+        framework=framework,
+        specifier=_specifier_set(rest, flag="--framework", example="'torch==2.5.*' or 'torch>=2.4,<2.6'"),
+        text=text,
     )
 
 
@@ -104,13 +104,15 @@ def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) ->
     cc = parse_compute_capability(text)
     if cc is not None:
         return Gpu(
-            sm_name(cc),
-            (),
-            cc,
-            "",
-            False,
-            None,
-            Provenance("--gpu", "https://developer.nvidia.com/cuda-gpus", None, None),
+            name=sm_name(cc),
+            aliases=(),
+            cc=cc,
+            architecture="",
+            data_center=False,
+            max_driver_branch=None,
+            prov=Provenance(
+                where="--gpu", source="https://developer.nvidia.com/cuda-gpus", confidence=None, note=None
+            ),
         )
     index = index if index is not None else gpu_index(matrix)
     found = find_gpu(matrix, text, index)
@@ -144,7 +146,9 @@ def _merge_frameworks(filters: list[FrameworkFilter]) -> tuple[FrameworkFilter, 
             specifier = previous.specifier or item.specifier
         else:
             specifier = previous.specifier & item.specifier
-        merged[name] = FrameworkFilter(item.framework, specifier, f"{previous.text}, {item.text}")
+        merged[name] = FrameworkFilter(
+            framework=item.framework, specifier=specifier, text=f"{previous.text}, {item.text}"
+        )
     return tuple(merged.values())
 
 
@@ -210,14 +214,14 @@ def build_query(
         )
     default_limit = 5 if parsed_frameworks else 1
     return Query(
-        parsed_driver,
-        parsed_gpus,
-        parsed_frameworks,
-        parsed_python,
-        cuda_spec,
-        cuda.strip() if cuda else None,
-        compat,
-        limit or default_limit,
-        strategy,
-        os,
+        driver=parsed_driver,
+        gpus=parsed_gpus,
+        frameworks=parsed_frameworks,
+        python=parsed_python,
+        cuda=cuda_spec,
+        cuda_text=cuda.strip() if cuda else None,
+        compat=compat,
+        limit=limit or default_limit,
+        strategy=strategy,
+        os=os,
     )

@@ -131,7 +131,11 @@ class _Resolver:
         query = self.query
         if spec is not None and not spec.contains(release.version, prereleases=True):
             failures.append(
-                Failure("framework", f"excluded by --framework '{fw.name}{spec}'", f"--framework {fw.name}")
+                Failure(
+                    kind="framework",
+                    text=f"excluded by --framework '{fw.name}{spec}'",
+                    relax=f"--framework {fw.name}",
+                )
             )
         python = release.python[-1]
         if query.python is not None:
@@ -141,9 +145,9 @@ class _Resolver:
                 supported = ", ".join(format_minor(p) for p in release.python)
                 failures.append(
                     Failure(
-                        "python",
-                        f"no wheels for Python {format_minor(query.python)} (has {supported})",
-                        f"--python {format_minor(release.python[-1])}",
+                        kind="python",
+                        text=f"no wheels for Python {format_minor(query.python)} (has {supported})",
+                        relax=f"--python {format_minor(release.python[-1])}",
                     )
                 )
 
@@ -151,12 +155,20 @@ class _Resolver:
         wanted = [c for c in options if self.cuda_matches(c)]
         if not options:
             failures.append(
-                Failure("driver", "no CUDA release with a known minimum driver matches this build", None)
+                Failure(
+                    kind="driver",
+                    text="no CUDA release with a known minimum driver matches this build",
+                    relax=None,
+                )
             )
         elif not wanted:
             shown = "/".join(format_minor(c) for c in options[-3:])
             failures.append(
-                Failure("cuda", f"CUDA {shown} does not match --cuda '{query.cuda_text}'", "dropping --cuda")
+                Failure(
+                    kind="cuda",
+                    text=f"CUDA {shown} does not match --cuda '{query.cuda_text}'",
+                    relax="dropping --cuda",
+                )
             )
         considered = wanted or options
         strategy_failure, considered = self._strategy_filter(variant, considered)
@@ -177,7 +189,7 @@ class _Resolver:
             failures.append(gpu_failure)
         if failures or chosen is None:
             failures.sort(key=lambda f: FAILURE_ORDER.index(f.kind))
-            return Rejection(fw, release, variant, tuple(failures))
+            return Rejection(framework=fw, release=release, variant=variant, failures=tuple(failures))
         return self._stack(fw, release, variant, chosen, python, mode)
 
     def _strategy_filter(
@@ -187,7 +199,9 @@ class _Resolver:
         strategy = self.query.strategy
         if strategy == "wheels" and variant.cuda_from != "wheels":
             return Failure(
-                "strategy", "brings no CUDA runtime of its own (needs a system CUDA)", "--strategy base-image"
+                kind="strategy",
+                text="brings no CUDA runtime of its own (needs a system CUDA)",
+                relax="--strategy base-image",
             ), considered
         if strategy == "base-image" and considered:
             os_name = self.query.os or "ubuntu22.04"
@@ -195,9 +209,9 @@ class _Resolver:
             if not with_image:
                 shown = "/".join(format_minor(c) for c in considered[-3:])
                 return Failure(
-                    "strategy",
-                    f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}",
-                    "--strategy wheels",
+                    kind="strategy",
+                    text=f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}",
+                    relax="--strategy wheels",
                 ), considered
             return None, with_image
         return None, considered
@@ -209,8 +223,8 @@ class _Resolver:
         plus = "+" if len(considered) > 1 else ""
         text = f"needs driver >= {floor} (CUDA {format_minor(lowest)}{plus}), you have {self.driver_text}"
         if compat and self.query.compat == "native":
-            return Failure("driver", text, "--compat minor")
-        return Failure("driver", text, f"a driver >= {floor}")
+            return Failure(kind="driver", text=text, relax="--compat minor")
+        return Failure(kind="driver", text=text, relax=f"a driver >= {floor}")
 
     def _gpu_failure(self, variant: Variant, *, allow_ptx: bool) -> Failure | None:
         for gpu in self.query.gpus:
@@ -219,11 +233,11 @@ class _Resolver:
             only_ptx = variant.arch.covers(gpu.cc, allow_ptx=True)
             why = " (PTX only, and minor-version compatibility cannot JIT it)" if only_ptx else ""
             return Failure(
-                "gpu",
-                f"no kernel image is available for execution on the device: "
+                kind="gpu",
+                text=f"no kernel image is available for execution on the device: "
                 f"{_gpu_label(gpu)} is not in the build's archs "
                 f"{variant.arch.describe()}{why}",
-                f"dropping --gpu {gpu.name}",
+                relax=f"dropping --gpu {gpu.name}",
             )
         return None
 
@@ -260,7 +274,16 @@ class _Resolver:
                 seen.add(text)
                 caveats.append(text)
         assert min_driver is not None
-        return Stack(fw, release, variant, cuda, python, min_driver, mode, tuple(caveats))
+        return Stack(
+            framework=fw,
+            release=release,
+            variant=variant,
+            cuda=cuda,
+            python=python,
+            min_driver=min_driver,
+            mode=mode,
+            caveats=tuple(caveats),
+        )
 
     def problems(self) -> list[str]:
         found = []
@@ -310,7 +333,14 @@ def resolve(matrix: Matrix, query: Query) -> Resolution:
         misses = [r for r in rejected if len(r.failures) == fewest]
         misses.sort(key=lambda r: r.release.key, reverse=True)
         closest = tuple(_best_per_relaxation(misses))
-    return Resolution(query, tuple(stacks), more, tuple(rejected), tuple(problems), closest)
+    return Resolution(
+        query=query,
+        stacks=tuple(stacks),
+        more=more,
+        rejected=tuple(rejected),
+        problems=tuple(problems),
+        closest=closest,
+    )
 
 
 def _best_per_relaxation(misses: list[Rejection], limit: int = 5) -> list[Rejection]:

@@ -147,7 +147,13 @@ def _from_data(data: dict) -> Lock:
     targets = []
     for t in data["target"]:
         packages = tuple(
-            LockedPackage(p["name"], p["version"], p["layer"], p["index"], tuple(p["hashes"]))
+            LockedPackage(
+                name=p["name"],
+                version=p["version"],
+                layer=p["layer"],
+                index=p["index"],
+                hashes=tuple(p["hashes"]),
+            )
             for p in t.get("package", [])
         )
         for package in packages:
@@ -156,20 +162,20 @@ def _from_data(data: dict) -> Lock:
         stack = tuple(sorted((k.replace("-", "_"), str(v)) for k, v in t["stack"].items()))
         targets.append(
             LockedTarget(
-                t["name"],
-                t["strategy"],
-                t["python"],
-                t["base-image"],
-                tuple(t["requirements"]),
-                stack,
-                packages,
+                name=t["name"],
+                strategy=t["strategy"],
+                python=t["python"],
+                base_image=t["base-image"],
+                requirements=tuple(t["requirements"]),
+                stack=stack,
+                packages=packages,
             )
         )
     return Lock(
-        data["envbuild"],
-        data["spec-digest"].removeprefix("sha256:"),
-        data["matrix-digest"].removeprefix("sha256:"),
-        tuple(targets),
+        envbuild=data["envbuild"],
+        spec_digest=data["spec-digest"].removeprefix("sha256:"),
+        matrix_digest=data["matrix-digest"].removeprefix("sha256:"),
+        targets=tuple(targets),
     )
 
 

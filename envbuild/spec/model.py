@@ -214,24 +214,24 @@ class _Reader:
             driver = self.text(where, table, "driver", required=True)
             framework = self.text(where, table, "framework", required=True)
             return StackSpec(
-                driver,
-                self.strings(where, table, "gpus"),
-                self.text(where, table, "python"),
-                framework,
-                self.text(where, table, "cuda"),
-                self.text(where, table, "compat", "native", choices=("native", "minor")),
-                self.text(where, table, "strategy", "wheels", choices=STRATEGIES),
-                self.text(where, table, "os", "ubuntu22.04"),
+                driver=driver,
+                gpus=self.strings(where, table, "gpus"),
+                python=self.text(where, table, "python"),
+                framework=framework,
+                cuda=self.text(where, table, "cuda"),
+                compat=self.text(where, table, "compat", "native", choices=("native", "minor")),
+                strategy=self.text(where, table, "strategy", "wheels", choices=STRATEGIES),
+                os=self.text(where, table, "os", "ubuntu22.04"),
             )
         return StackSpec(
-            pick("driver", base.driver),
-            self.strings(where, table, "gpus") if "gpus" in table else base.gpus,
-            pick("python", base.python),
-            pick("framework", base.framework),
-            pick("cuda", base.cuda),
-            pick("compat", base.compat, choices=("native", "minor")),
-            pick("strategy", base.strategy, choices=STRATEGIES),
-            pick("os", base.os),
+            driver=pick("driver", base.driver),
+            gpus=self.strings(where, table, "gpus") if "gpus" in table else base.gpus,
+            python=pick("python", base.python),
+            framework=pick("framework", base.framework),
+            cuda=pick("cuda", base.cuda),
+            compat=pick("compat", base.compat, choices=("native", "minor")),
+            strategy=pick("strategy", base.strategy, choices=STRATEGIES),
+            os=pick("os", base.os),
         )
 
 
@@ -270,31 +270,35 @@ def parse_spec(data: dict[str, Any], path: str, digest: str) -> Spec:
 
     packages_table = reader.table(data, "packages")
     packages = Packages(
-        reader.strings("[packages]", packages_table, "pip", validate.pip_requirement),
-        reader.strings("[packages]", packages_table, "apt", validate.apt_package),
-        reader.strings("[packages]", packages_table, "conda", validate.conda_spec),
-        reader.text("[packages]", packages_table, "index-url", check=validate.url),
-        reader.strings("[packages]", packages_table, "extra-index-urls", validate.url),
-        reader.text("[packages]", packages_table, "framework-index-url", check=validate.url),
+        pip=reader.strings("[packages]", packages_table, "pip", validate.pip_requirement),
+        apt=reader.strings("[packages]", packages_table, "apt", validate.apt_package),
+        conda=reader.strings("[packages]", packages_table, "conda", validate.conda_spec),
+        index_url=reader.text("[packages]", packages_table, "index-url", check=validate.url),
+        extra_index_urls=reader.strings("[packages]", packages_table, "extra-index-urls", validate.url),
+        framework_index_url=reader.text(
+            "[packages]", packages_table, "framework-index-url", check=validate.url
+        ),
     )
 
     image_table = reader.table(data, "image")
     tags = reader.strings("[image]", image_table, "tags", validate.tag_template) or (DEFAULT_TAG,)
     image = ImageSpec(
-        reader.text("[image]", image_table, "repository", "envbuild/train", check=validate.repository),
-        tags,
-        reader.text("[image]", image_table, "user", DEFAULT_USER, check=validate.user_name),
-        reader.mapping("[image]", image_table, "labels", validate.label_key),
-        reader.mapping("[image]", image_table, "env", validate.env_name),
-        reader.boolean("[image]", image_table, "devel", False),
+        repository=reader.text(
+            "[image]", image_table, "repository", "envbuild/train", check=validate.repository
+        ),
+        tags=tags,
+        user=reader.text("[image]", image_table, "user", DEFAULT_USER, check=validate.user_name),
+        labels=reader.mapping("[image]", image_table, "labels", validate.label_key),
+        env=reader.mapping("[image]", image_table, "env", validate.env_name),
+        devel=reader.boolean("[image]", image_table, "devel", False),
     )
 
     smoke_table = reader.table(data, "smoke")
     smoke = SmokeSpec(
-        reader.text("[smoke]", smoke_table, "device", "gpu", choices=SMOKE_DEVICES),
-        reader.integer("[smoke]", smoke_table, "steps", 20, 1, 10_000),
-        reader.text("[smoke]", smoke_table, "precision", "fp32", choices=PRECISIONS),
-        reader.integer("[smoke]", smoke_table, "timeout", 600, 10, 86_400),
+        device=reader.text("[smoke]", smoke_table, "device", "gpu", choices=SMOKE_DEVICES),
+        steps=reader.integer("[smoke]", smoke_table, "steps", 20, 1, 10_000),
+        precision=reader.text("[smoke]", smoke_table, "precision", "fp32", choices=PRECISIONS),
+        timeout=reader.integer("[smoke]", smoke_table, "timeout", 600, 10, 86_400),
     )
 
     targets_raw = data.get("target", [])
@@ -310,13 +314,20 @@ def parse_spec(data: dict[str, Any], path: str, digest: str) -> Spec:
             raise UsageError(f"{path}: {where} must be a table", fix="write it as [[target]]")
         reader.check_keys(where, entry, TABLE_KEYS["target"])
         name = reader.text(where, entry, "name", required=True, check=validate.target_name)
-        targets.append(Target(name, reader.stack(f"[[target]] {name!r}", entry, stack)))
+        targets.append(Target(name=name, stack=reader.stack(f"[[target]] {name!r}", entry, stack)))
     if not targets:
-        targets.append(Target("default", stack))
+        targets.append(Target(name="default", stack=stack))
     names = [t.name for t in targets]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise UsageError(
             f"{path}: target name {duplicates[0]!r} is used twice", fix="give every [[target]] a unique name"
         )
-    return Spec(os.path.abspath(path), digest, tuple(targets), packages, image, smoke)
+    return Spec(
+        path=os.path.abspath(path),
+        digest=digest,
+        targets=tuple(targets),
+        packages=packages,
+        image=image,
+        smoke=smoke,
+    )
