@@ -17,7 +17,21 @@ import time
 
 from envbuild import __version__
 from envbuild._util.files import write_atomic
-from envbuild.errors import EnvbuildError
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.errors import EnvbuildError, UsageError
+from envbuild.image import engine
+from envbuild.image.promote import promote
+from envbuild.image.verify import verify_image
+from envbuild.render.context import render_files, write_context
+from envbuild.render.plan import build_plan
+from envbuild.spec.lockfile import lock_for_render, lock_path
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from envbuild.matrix.model import Matrix
+    from envbuild.spec.lockfile import LockedTarget
+    from envbuild.spec.model import Spec, Target
 
 RECORD = "record.json"
 
@@ -59,30 +73,77 @@ def engine_version() -> str | None:
         return None
 
 
-def build_target(
-    matrix,
-    spec,
-    target,
+class BuildOptions(Record):
+    """How `envbuild build` runs, merged from the command line and the spec's [smoke] table."""
+
+    __slots__ = ("out_dir", "builder", "smoke_device", "push", "base_image", "wheelhouse", "no_cache", "jobs")
+    out_dir: str
+    builder: str  # auto | api | buildkit
+    smoke_device: str | None  # None: the spec's [smoke] device
+    push: bool
+    base_image: str | None
+    wheelhouse: str | None
+    no_cache: bool
+    jobs: int
+
+
+def build_spec(
+    matrix: Matrix,
+    spec: Spec,
+    spec_file: str,
+    options: BuildOptions,
     *,
-    out_dir: str,
-    builder: str,
-    smoke_device: str,
-    push: bool,
-    base_image: str | None = None,
-    wheelhouse: str | None = None,
-    no_cache: bool = False,
-    lock=None,
+    target: str | None = None,
+    every_target: bool = False,
+    say: Callable[[str], None] = print,
+    warn: Callable[[str], None],
+) -> list[tuple[dict, str | None]]:
+    """`envbuild build`: the chosen targets through render -> build -> verify -> promote, `jobs` at a
+    time; (record, error message or None) per target, in the spec's order."""
+    if options.jobs < 1:
+        raise UsageError(f"-j {options.jobs} must be 1 or more", fix="e.g. -j 2")
+    if target is None and not every_target and len(spec.targets) > 1:
+        names = ", ".join(t.name for t in spec.targets)
+        raise UsageError(
+            f"{spec_file} has {len(spec.targets)} targets", fix=f"pass --all or --target ({names})"
+        )
+    lock = lock_for_render(spec_file, spec.digest, matrix.digest, warn)
+    digest = lock_file_digest(lock_path(spec_file)) if lock else None
+    device = options.smoke_device or spec.smoke.device
+    parallel = options.jobs > 1
+
+    def build_one(chosen: Target) -> dict:
+        tell = (lambda line: say(f"[{chosen.name}] {line}")) if parallel else say
+        return build_target(
+            matrix,
+            spec,
+            chosen,
+            options.replace(smoke_device=device),
+            lock=lock.target(chosen.name) if lock else None,
+            lock_digest=digest,
+            say=tell,
+            progress=tell if parallel else None,
+        )
+
+    results = build_all(spec.target(target), build_one, jobs=options.jobs)
+    for record, _ in results:
+        record.setdefault("smoke_device", device)
+    return results
+
+
+def build_target(
+    matrix: Matrix,
+    spec: Spec,
+    target: Target,
+    options: BuildOptions,
+    *,
+    lock: LockedTarget | None = None,
     lock_digest: str | None = None,
-    say=print,
-    progress=None,
+    say: Callable[[str], None] = print,
+    progress: Callable[[str], None] | None = None,
 ) -> dict:
     """Run the four stages for one target; returns its record (record["ok"] says if it passed)."""
-    from envbuild.image import engine
-    from envbuild.image.promote import promote
-    from envbuild.image.verify import verify_image
-    from envbuild.render.context import render_files, write_context
-    from envbuild.render.plan import build_plan
-
+    out_dir, smoke_device = options.out_dir, str(options.smoke_device or spec.smoke.device)
     context_dir = os.path.join(out_dir, target.name)
     record: dict = {
         "target": target.name,
@@ -107,17 +168,17 @@ def build_target(
     with TargetLock(out_dir, target.name, say):
         try:
             started = time.perf_counter()
-            backend = engine.choose_backend(builder)
+            backend = engine.choose_backend(options.builder)
             plan = build_plan(
                 matrix,
                 spec,
                 target,
-                base_image=base_image,
-                wheelhouse=wheelhouse is not None,
+                base_image=options.base_image,
+                wheelhouse=options.wheelhouse is not None,
                 lock=lock,
                 buildkit=backend == "buildkit",
             )
-            write_context(render_files(plan), out_dir, target.name, wheelhouse=wheelhouse, plan=plan)
+            write_context(render_files(plan), out_dir, target.name, wheelhouse=options.wheelhouse, plan=plan)
             record.update(stack=plan.stack_document, engine=engine_version(), backend=backend)
             stage("render", started, context=context_dir)
             say(
@@ -129,7 +190,7 @@ def build_target(
             result = engine.build_image(
                 context_dir,
                 backend=backend,
-                no_cache=no_cache,
+                no_cache=options.no_cache,
                 log_path=os.path.join(context_dir, "build.log"),
                 progress=progress or engine.Progress(),
             )
@@ -169,12 +230,12 @@ def build_target(
                 tags=list(plan.tags),
                 report=verification.report,
                 device=smoke_device,
-                push=push,
+                push=options.push,
             )
             record["images"]["promoted"] = promotion.image_id
             record["tags"] = list(promotion.tags)
             record["pushed"] = [{"tag": tag, "digest": digest} for tag, digest in promotion.pushed]
-            stage("promote", started, pushed=push)
+            stage("promote", started, pushed=options.push)
             for tag in promotion.tags:
                 say(
                     f"{target.name}: tagged {tag}"

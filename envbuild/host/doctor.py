@@ -13,13 +13,15 @@ import subprocess
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import EnvbuildError
-from envbuild.host.nvsmi import SmiReport, SmiUnavailable, reason_names
+from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
 from envbuild.matrix.arch import parse_arch_list
+from envbuild.matrix.lifecycle import base_image_warning, today
 from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
 from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
 from envbuild.resolve.solver import native_cuda_of
 from envbuild.smoke._common import require_satisfied
+from envbuild.spec.lockfile import load_lock
 
 if TYPE_CHECKING:
     from typing import Any
@@ -360,8 +362,6 @@ def _arch_checks(smi: SmiReport | None, name: str, arch: str | None, *, allow_pt
 
 
 def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]:
-    from envbuild.matrix.lifecycle import base_image_warning, today
-    from envbuild.spec.lockfile import load_lock
 
     lock, _ = load_lock(path)
     checks = []
@@ -449,7 +449,6 @@ def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]
 def run_doctor(
     matrix: Matrix, *, lock: str | None = None, image: str | None = None, nvidia_smi: str = "nvidia-smi"
 ) -> list[Check]:
-    from envbuild.host.nvsmi import query
 
     smi, problem = None, None
     try:

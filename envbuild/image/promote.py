@@ -25,19 +25,23 @@ import json
 from envbuild._util.http import attempts
 from envbuild._util.record import Record
 from envbuild.errors import PromoteError, UsageError
+from envbuild.image.verify import load_report
 from envbuild.oci.labels import SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
 from envbuild.oci.reference import registry_host, split_tag
+from envbuild.oci.registry import promote_by_digest
 
 PUSH_TIMEOUT_S = 600
 
 
 class Promotion(Record):
-    """image_id: the promoted (labelled) image; tags: the tags it got; pushed: ((tag, digest), ...)."""
+    """image_id: the promoted (labelled) image; tags: the tags it got; pushed: ((tag, digest), ...);
+    device: where its smoke step passed (cpu or gpu)."""
 
-    __slots__ = ("image_id", "tags", "pushed")
+    __slots__ = ("image_id", "tags", "pushed", "device")
     image_id: str
     tags: tuple[str, ...]
     pushed: tuple[tuple[str, str], ...]
+    device: str
 
 
 def report_digest(report: dict) -> str:
@@ -122,7 +126,60 @@ def promote(
             except PromoteError as exc:
                 exc.pushed = tuple(pushed)  # type: ignore[attr-defined]  # what did make it, for callers
                 raise
-    return Promotion(image_id=promoted, tags=tuple(tags), pushed=tuple(pushed))
+    return Promotion(image_id=promoted, tags=tuple(tags), pushed=tuple(pushed), device=device)
+
+
+def promote_reported(image: str, *, report_path: str | None, tags: list[str], push: bool) -> Promotion:
+    """`envbuild promote IMAGE --report FILE --tag ...`: promote the local image the report of
+    `envbuild verify --report` was made for, and no other."""
+    if not report_path:
+        raise UsageError(
+            "promote needs --report FILE (from envbuild verify --report), or --to TAG for a "
+            "REPO@sha256:... in a registry",
+            fix="see envbuild promote --help",
+        )
+    saved = load_report(report_path)
+    report, device, image_id = saved["report"], saved.get("device", "gpu"), saved["image"]
+    if _local_image_id(image) != image_id:
+        raise UsageError(
+            f"--report {report_path} was made for {image_id[:19]}, not {image}",
+            fix="verify this image, then promote it",
+        )
+    if not tags:
+        raise UsageError("promote needs at least one --tag REPO:TAG", fix="e.g. --tag ghcr.io/acme/train:v1")
+    return promote(image_id, tags=tags, report=report, device=device, push=push)
+
+
+def promote_in_registry(image: str, to: list[str], *, report_path: str | None) -> list[tuple[str, str]]:
+    """`envbuild promote REPO@sha256:... --to TAG ...`: registry-side promotion by digest; with a
+    report, only when its smoke step passed and it names this image."""
+    verified = None
+    if report_path:
+        saved = load_report(report_path)
+        if not saved["report"].get("passed"):
+            raise PromoteError(
+                f"{report_path}: the smoke step did not pass; refusing to promote",
+                fix="fix the image, build and verify again",
+            )
+        verified = saved["image"]
+    return promote_by_digest(image, to, verified_image_id=verified)
+
+
+def _local_image_id(image: str) -> str:
+    import docker
+    import docker.errors
+
+    try:
+        return str(docker.from_env(timeout=30).images.get(image).id)
+    except docker.errors.ImageNotFound:
+        raise PromoteError(
+            f"image {image!r} is not in this Docker Engine", fix="build and verify it first"
+        ) from None
+    except docker.errors.DockerException as exc:
+        raise PromoteError(
+            f"cannot reach the Docker Engine: {exc}",
+            fix="start dockerd, or point DOCKER_HOST at a running engine",
+        ) from None
 
 
 def _label(client: object, image_id: str, labels: dict[str, str]) -> str:

@@ -15,13 +15,17 @@ what to fix (`explain_engine_error`). Nothing here prints: callers print.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sys
 import time
 import uuid
 
+from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
+from envbuild.matrix.load import load_matrix
+from envbuild.matrix.versions import format_driver
 from envbuild.oci.labels import ROLE
 from envbuild.smoke.report import parse_report, validate
 
@@ -37,23 +41,21 @@ class Verification(Record):
 
     report: the parsed, schema-valid smoke report. passed: report["passed"] and exit code 0.
     seconds: wall time from container start to exit. device: "cpu" or "gpu" as requested.
-    exit_code: the smoke program's exit status.
+    exit_code: the smoke program's exit status. image_id: the "sha256:..." id of the image it ran.
     """
 
-    __slots__ = ("report", "passed", "seconds", "device", "exit_code")
+    __slots__ = ("report", "passed", "seconds", "device", "exit_code", "image_id")
     report: dict
     passed: bool
     seconds: float
     device: str
     exit_code: int
+    image_id: str
 
 
 def _driver_floor(major: int, minor: int) -> str | None:
     """The minimum driver of CUDA major.minor from the bundled matrix, formatted, or None."""
     try:
-        from envbuild.matrix.load import load_matrix
-        from envbuild.matrix.versions import format_driver
-
         row = load_matrix().ga_floor.get((major, minor))
     except (EnvbuildError, OSError, ValueError):
         return None
@@ -167,6 +169,7 @@ def verify_image(
             ) from None
         except docker.errors.APIError as exc:
             raise _engine_error(exc, "create") from None
+        image_id = str(container.attrs.get("Image") or "")
         started = time.monotonic()
         try:
             container.start()
@@ -215,6 +218,7 @@ def verify_image(
         seconds=seconds,
         device=device,
         exit_code=exit_code,
+        image_id=image_id,
     )
 
 
@@ -238,4 +242,28 @@ def _remove(client: object, container: object, name: str, *, quiet: bool) -> Non
         raise VerifyError(
             f"could not remove the smoke container {name}: {exc}",
             fix=f"remove it by hand: docker rm -f {name}",
+        ) from None
+
+
+# --- the report file `verify --report` writes and `promote --report` reads ----------------------
+
+
+def save_report(path: str, verification: Verification) -> None:
+    """{image, device, report}: what promote needs to tie a passing smoke step to one image id."""
+    saved = {"image": verification.image_id, "device": verification.device, "report": verification.report}
+    write_atomic(path, json.dumps(saved, indent=2) + "\n")
+
+
+def load_report(path: str) -> dict:
+    """A file `save_report` wrote, checked for its shape; a UsageError naming the file otherwise."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            saved = json.load(handle)
+        if not isinstance(saved["report"], dict) or not str(saved["image"]).startswith("sha256:"):
+            raise ValueError("no report or image id")
+        return saved
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"--report {path} is not a report from `envbuild verify --report` ({exc})",
+            fix="run envbuild verify IMAGE --report FILE first",
         ) from None

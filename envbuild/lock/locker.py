@@ -17,7 +17,15 @@ from envbuild.lock.uv import compile_layer
 from envbuild.matrix.model import Matrix
 from envbuild.oci.registry import pinned
 from envbuild.render.plan import Plan, build_plan
-from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget
+from envbuild.spec.lockfile import (
+    Lock,
+    LockedPackage,
+    LockedTarget,
+    load_lock,
+    load_previous,
+    lock_path,
+    write_lock,
+)
 from envbuild.spec.model import Spec, Target
 
 
@@ -141,6 +149,39 @@ def lock_spec(
         matrix_digest=matrix.digest,
         targets=tuple(locked[n] for n in order if n in locked),
     )
+
+
+def relock(
+    matrix: Matrix,
+    spec: Spec,
+    *,
+    target_name: str | None = None,
+    base_image: str | None = None,
+    upgrade: bool = False,
+    upgrade_packages: tuple[str, ...] = (),
+) -> tuple[Lock | None, Lock, str]:
+    """`envbuild lock`: lock the spec (keeping the previous lock's pins unless upgrading) and write
+    envbuild.lock next to it. (previous lock or None, new lock, its path)."""
+    path = lock_path(spec.path)
+    previous = load_previous(path)
+    lock = lock_spec(
+        matrix,
+        spec,
+        target_name=target_name,
+        base_image=base_image,
+        previous=previous,
+        upgrade=upgrade,
+        upgrade_packages=upgrade_packages,
+    )
+    write_lock(path, lock)
+    return previous, lock, path
+
+
+def check_lock_file(spec: Spec, matrix: Matrix) -> tuple[Lock, list[str], str]:
+    """`envbuild lock --check`: the lock next to the spec, every reason it no longer matches, its path."""
+    path = lock_path(spec.path)
+    lock, intact = load_lock(path)
+    return lock, check_lock(lock, intact, spec, matrix), path
 
 
 def check_lock(lock: Lock, intact: bool, spec: Spec, matrix: Matrix) -> list[str]:

@@ -11,8 +11,9 @@ import re
 import subprocess
 import tempfile
 
+from envbuild._util.files import write_atomic
 from envbuild.errors import EnvbuildError
-from envbuild.spec.lockfile import LockedPackage, LockedTarget, canonical, toml_string
+from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, canonical, toml_string
 
 UV_PLATFORM = "x86_64-manylinux_2_28"
 
@@ -195,3 +196,13 @@ def export_pylock(target: LockedTarget) -> str:
 def pylock_name(target: str) -> str:
     """PEP 751 names have no dots: pylock.<name>.toml."""
     return f"pylock.{target.replace('.', '-')}.toml"
+
+
+def write_pylocks(lock: Lock, directory: str) -> list[str]:
+    """`envbuild lock --pylock`: pylock.<target>.toml for every target, next to the lock; their paths."""
+    written = []
+    for target in lock.targets:
+        out = os.path.join(directory, pylock_name(target.name))
+        write_atomic(out, export_pylock(target))
+        written.append(out)
+    return written

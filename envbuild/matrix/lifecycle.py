@@ -11,12 +11,14 @@ from __future__ import annotations
 import calendar
 import datetime
 import os
+from collections.abc import Iterable
 
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
 from envbuild.matrix.cuda_tags import CudaTag, parse_cuda_tag
 from envbuild.matrix.model import Image, Matrix
 from envbuild.matrix.versions import format_driver, format_minor
+from envbuild.oci.reference import parse_reference
 
 ENDING_SOON_DAYS = 90  # warn this long before an image set reaches end of life
 
@@ -139,8 +141,6 @@ class BaseImageWarning(Record):
 def base_image_warning(matrix: Matrix, reference: str, day: datetime.date) -> BaseImageWarning | None:
     """A warning for a lock's base image when its nvidia/cuda tag is past EOL, ending or deleted;
     None for supported tags and for images that are not nvidia/cuda."""
-    from envbuild.oci.reference import parse_reference
-
     try:
         parsed = parse_reference(reference)
     except UsageError:
@@ -199,3 +199,19 @@ def base_image_warning(matrix: Matrix, reference: str, day: datetime.date) -> Ba
             f'set cuda = "{format_minor(target.cuda[:2])}" in [stack] and run `envbuild lock`'
         )
     return BaseImageWarning(state=life.state, message=message, fix=fix)
+
+
+def base_image_warnings(
+    matrix: Matrix, images: Iterable[tuple[str, str]], day: datetime.date
+) -> list[tuple[str, BaseImageWarning]]:
+    """(name, warning) for every (name, base image) whose nvidia/cuda tag is past EOL, ending or gone:
+    a lock's targets, for `envbuild lock` and `lock --check`.
+
+    Warnings, not failures: such a lock still builds until NVIDIA deletes the tag, and the team
+    should hear about it before that day, not on it."""
+    found = []
+    for name, reference in images:
+        warning = base_image_warning(matrix, reference, day)
+        if warning:
+            found.append((name, warning))
+    return found

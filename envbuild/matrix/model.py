@@ -12,6 +12,11 @@ from envbuild._util.record import Record
 from envbuild.matrix.arch import ArchList
 
 FRAMEWORK_ORDER = ("torch", "tensorflow", "jax")
+# How a stack's CUDA runtime reaches the image: the framework's own wheels, an nvidia/cuda base image,
+# or conda-forge packages. A variant's `cuda_from` says which it supports.
+STRATEGIES = ("wheels", "base-image", "conda")
+# How a driver runs a CUDA release: natively, or (opt-in) through minor-version compatibility.
+COMPAT_MODES = ("native", "minor")
 
 
 class Provenance(Record):

@@ -15,6 +15,8 @@ import tempfile
 
 from envbuild._util.files import write_atomic
 from envbuild.errors import MatrixError
+from envbuild.matrix.check import check_matrix
+from envbuild.matrix.load import load_matrix
 from envbuild.refresh.model import Edit, Finding
 
 
@@ -74,8 +76,6 @@ def edited_texts(root: str, findings: list[Finding]) -> dict[str, str]:
 def write_checked(root: str, texts: dict[str, str]) -> None:
     """Check the edited matrix in a scratch copy, then replace the files; on any error nothing is
     written, and the message names the rows `envbuild matrix check` rejects."""
-    from envbuild.matrix.check import check_matrix
-    from envbuild.matrix.load import load_matrix
 
     with tempfile.TemporaryDirectory(prefix="envbuild-refresh-") as scratch:
         copy = os.path.join(scratch, "matrix")

@@ -5,7 +5,7 @@ Sources (each can be chosen with --source):
   pytorch-index     the CUDA variants each recent torch release has on download.pytorch.org
   nvidia-cuda-tags  nvidia/cuda tags: deleted tag sets and new releases
 
-Nothing upstream is trusted to fill a fact it does not state: see refresh_model for the three kinds
+Nothing upstream is trusted to fill a fact it does not state: see refresh/model.py for the three kinds
 of finding. Base URLs are settings (flags or ENVBUILD_* variables) so mirrors, and the tests'
 recorded answers on 127.0.0.1, go through the same code.
 """
@@ -15,8 +15,17 @@ from __future__ import annotations
 import os
 
 from envbuild._util.record import Record
+from envbuild._util.resources import inside_installed_package
 from envbuild.errors import UsageError
+from envbuild.matrix.load import build_matrix, read_raw
+from envbuild.oci.reference import parse_reference
+from envbuild.oci.registry import list_tags
+from envbuild.refresh.cuda_images import image_findings
+from envbuild.refresh.edit import edited_texts, write_checked
 from envbuild.refresh.model import ACTIONS, Finding
+from envbuild.refresh.pypi import FrameworkRefresh
+from envbuild.refresh.pytorch_index import torch_index_findings
+from envbuild.refresh.upstream import Http
 
 SOURCES = ("pypi", "pytorch-index", "nvidia-cuda-tags")
 DEFAULT_PYPI = "https://pypi.org"
@@ -62,7 +71,6 @@ def settings_from(
     for flag, url in (("--pypi-url", pypi), ("--pytorch-index-url", index)):
         if not url.startswith(("http://", "https://")):
             raise UsageError(f"{flag} {url!r} is not an http(s) URL", fix=f"e.g. {flag} https://pypi.org")
-    from envbuild.oci.reference import parse_reference
 
     parse_reference(repository)  # a malformed repository is a usage error naming the value
     if timeout <= 0:
@@ -79,16 +87,12 @@ def settings_from(
 
 def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
     """Every finding of the chosen sources against the matrix in `root`, in file order."""
-    from envbuild.matrix.load import build_matrix, read_raw
-    from envbuild.refresh.upstream import Http
 
     digest, raw = read_raw(root)
     matrix = build_matrix(root, digest, raw)
     http = Http(timeout=settings.timeout, retries=settings.retries)
     findings: list[Finding] = []
     if "pypi" in settings.sources:
-        from envbuild.refresh.pypi import FrameworkRefresh
-
         for rel, entry in raw.items():
             if entry["kind"] == "framework":
                 with open(os.path.join(root, rel), encoding="utf-8") as handle:
@@ -97,8 +101,6 @@ def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
                     http, settings.pypi_url, rel, entry["data"], text, day
                 ).findings()
     if "pytorch-index" in settings.sources:
-        from envbuild.refresh.pytorch_index import torch_index_findings
-
         torch = next(
             (
                 (rel, e)
@@ -117,10 +119,6 @@ def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
                 http, settings.pytorch_index_url, torch[0], torch[1]["data"], floors, minors, day
             )
     if "nvidia-cuda-tags" in settings.sources:
-        from envbuild.oci.reference import parse_reference
-        from envbuild.oci.registry import list_tags
-        from envbuild.refresh.cuda_images import image_findings
-
         parsed = parse_reference(settings.cuda_repository)
         tags_url, tags = list_tags(
             settings.cuda_repository, timeout=settings.timeout, retries=settings.retries
@@ -130,6 +128,23 @@ def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
         findings += image_findings(rel, raw[rel]["data"], tags, tags_url, parsed.repository, known, day)
     order = {rel: i for i, rel in enumerate(raw)}
     return sorted(findings, key=lambda f: (order.get(f.file, len(order)), ACTIONS.index(f.action)))
+
+
+def refresh_matrix(root: str, settings: Settings, day: str, *, write: bool) -> tuple[list[Finding], bool]:
+    """`envbuild matrix refresh`: the findings, and whether --write changed the files (it writes only
+    when every edited file passes `matrix check`)."""
+    if write and inside_installed_package(root):
+        raise UsageError(
+            f"--write would edit the matrix inside the installed package ({root})",
+            fix="run it in a checkout, or pass --matrix DIR (a copy of matrix/ you commit)",
+        )
+    findings = refresh(root, settings, day)
+    if not write:
+        return findings, False
+    texts = edited_texts(root, findings)
+    if texts:
+        write_checked(root, texts)
+    return findings, bool(texts)
 
 
 _SYMBOL = {"add": "+", "review": "?", "flag": "!"}

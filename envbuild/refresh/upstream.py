@@ -11,6 +11,7 @@ import io
 import re
 import zipfile
 
+from envbuild._util.http import short_reason, with_retries
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import EnvbuildError, NotFound
 
@@ -37,16 +38,15 @@ class Http:
     def get(
         self, url: str, *, headers: dict[str, str] | None = None, stream: bool = False
     ) -> requests.Response:
-        from envbuild._util import http as _http
 
         def unreachable(attempts: int, exc: BaseException) -> EnvbuildError:
             return EnvbuildError(
-                f"{url} is unreachable after {attempts} attempt(s): {_http.short_reason(exc)}",
+                f"{url} is unreachable after {attempts} attempt(s): {short_reason(exc)}",
                 fix="check the network, proxy and the base URL setting (--pypi-url, "
                 "--pytorch-index-url, --cuda-repository), then run the refresh again",
             )
 
-        return _http.with_retries(
+        return with_retries(
             lambda: self.session.get(url, headers=headers, timeout=self.timeout, stream=stream),
             retries=self.retries,
             unreachable=unreachable,

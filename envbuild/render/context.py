@@ -13,10 +13,18 @@ import shutil
 import tempfile
 
 from envbuild import __version__
-from envbuild._util.resources import data_dir
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild._util.templates import environment
 from envbuild.errors import UsageError
-from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan
+from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
 from envbuild.smoke import program
+from envbuild.spec.lockfile import lock_for_render
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from envbuild.matrix.model import Matrix
+    from envbuild.spec.model import Spec
 
 DOCKERFILE_TEMPLATES = {
     "wheels": "dockerfile/wheels.Dockerfile.j2",
@@ -33,23 +41,9 @@ PYTHON_ENV = (
 CONDA_ENV = (("PIP_DISABLE_PIP_VERSION_CHECK", "1"), ("PIP_NO_CACHE_DIR", "1"), ("PYTHONUNBUFFERED", "1"))
 
 
-def templates_dir() -> str:
-    return data_dir("templates")
-
-
 def _environment():
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates_dir()),
-        undefined=jinja2.StrictUndefined,
-        autoescape=False,  # Dockerfiles, not HTML: values are validated and quoted with `dq`
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["dq"] = lambda value: json.dumps(str(value))
-    return env
+    """Dockerfiles quote every value with `dq` (a JSON string is a valid Dockerfile string)."""
+    return environment({"dq": lambda value: json.dumps(str(value))})
 
 
 def _squeeze(text: str) -> str:
@@ -127,3 +121,54 @@ def write_context(
 def check_output_dir(out_dir: str) -> None:
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UsageError(f"-o {out_dir} exists and is not a directory", fix="pass a directory path")
+
+
+class Rendered(Record):
+    """One target's build context: its plan, its files, and where they were written (None: not)."""
+
+    __slots__ = ("plan", "files", "where")
+    plan: Plan
+    files: dict[str, bytes]
+    where: str | None
+
+
+def render_spec(
+    matrix: Matrix,
+    spec: Spec,
+    spec_file: str,
+    *,
+    out_dir: str,
+    write: bool = True,
+    target: str | None = None,
+    base_image: str | None = None,
+    wheelhouse: str | None = None,
+    buildkit: bool = True,
+    warn: Callable[[str], None],
+) -> list[Rendered]:
+    """`envbuild render`: every target (or `target`) planned against the lock next to the spec, when
+    there is one, and rendered; with `write`, each context is written to out_dir/<target>/.
+
+    Every target resolves and renders before anything is written, so a target that fails leaves
+    every context as it was."""
+    check_output_dir(out_dir)
+    lock = lock_for_render(spec_file, spec.digest, matrix.digest, warn)
+    plans = [
+        build_plan(
+            matrix,
+            spec,
+            chosen,
+            base_image=base_image,
+            wheelhouse=wheelhouse is not None,
+            lock=lock.target(chosen.name) if lock else None,
+            buildkit=buildkit,
+        )
+        for chosen in spec.target(target)
+    ]
+    rendered = [(plan, render_files(plan)) for plan in plans]
+    done = []
+    for plan, files in rendered:
+        where = None
+        if write:
+            where = write_context(files, out_dir, plan.target, wheelhouse=wheelhouse, plan=plan)
+        done.append(Rendered(plan=plan, files=files, where=where))
+    return done

@@ -10,14 +10,22 @@ import re
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
-from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance, find_gpu, gpu_index, gpu_tokens
+from envbuild.matrix.model import (
+    COMPAT_MODES,
+    STRATEGIES,
+    Framework,
+    Gpu,
+    Matrix,
+    Provenance,
+    find_gpu,
+    gpu_index,
+    gpu_tokens,
+)
 from envbuild.matrix.versions import Driver, parse_compute_capability, parse_driver, parse_minor, sm_name
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
-COMPAT_MODES = ("native", "minor")
-STRATEGIES = ("wheels", "base-image", "conda")
 _FRAMEWORK_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.-]*)\s*(.*?)\s*$")
 
 

@@ -31,3 +31,9 @@ def program(framework: str) -> bytes:
     assembled = head + "# Shared code (envbuild/smoke/_common.py), inlined so this file stands alone.\n"
     assembled += imports + shared + tail[tail.index("\n") + 1 :]
     return assembled.encode()
+
+# TEMPORARY until the smoke-programs branch lands
+DEFAULT_STEPS = 20
+DEFAULT_PRECISION = "fp32"
+DEFAULT_TIMEOUT_S = 600
+PRECISIONS = ("fp32", "fp16", "bf16")

@@ -14,8 +14,11 @@ import re
 
 from envbuild._util import toml
 from envbuild._util.files import write_atomic
-from envbuild._util.record import Record
+from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import LockError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 LOCK_VERSION = 1
 LOCK_NAME = "envbuild.lock"
@@ -62,6 +65,37 @@ def canonical(name: str) -> str:
 
 def lock_path(spec_path: str) -> str:
     return os.path.join(os.path.dirname(os.path.abspath(spec_path)), LOCK_NAME)
+
+
+def lock_for_render(
+    spec_file: str, spec_digest: str, matrix_digest: str, warn: Callable[[str], None]
+) -> Lock | None:
+    """envbuild.lock next to the spec, when there is one: render installs its exact, hashed pins.
+
+    A LockError when it was made for another spec or matrix; a warning when its content digest no
+    longer holds (edited by hand), since pip's hash check still judges every install."""
+    path = lock_path(spec_file)
+    if not os.path.exists(path):
+        return None
+    lock, intact = load_lock(path)
+    if lock.spec_digest != spec_digest or lock.matrix_digest != matrix_digest:
+        raise LockError(
+            f"{path} does not match {spec_file} and the matrix",
+            fix="run `envbuild lock` (or remove envbuild.lock to render unlocked)",
+        )
+    if not intact:
+        warn(f"{path} was edited by hand; pip's hash check will judge it")
+    return lock
+
+
+def load_previous(path: str) -> Lock | None:
+    """The lock a relock replaces, or None: a missing or broken lock is replaced, not a reason to stop."""
+    if not os.path.exists(path):
+        return None
+    try:
+        return load_lock(path)[0]
+    except LockError:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

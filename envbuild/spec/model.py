@@ -9,15 +9,16 @@ from __future__ import annotations
 import hashlib
 import os
 
+from envbuild._util import toml
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
+from envbuild.matrix.model import COMPAT_MODES, STRATEGIES
 from envbuild.spec import validate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-STRATEGIES = ("wheels", "base-image", "conda")
 SMOKE_DEVICES = ("gpu", "cpu")
 PRECISIONS = ("fp32", "fp16", "bf16")
 DEFAULT_TAG = "{target}-{framework}{framework_version}-cuda{cuda}-py{python}"
@@ -219,7 +220,7 @@ class _Reader:
                 python=self.text(where, table, "python"),
                 framework=framework,
                 cuda=self.text(where, table, "cuda"),
-                compat=self.text(where, table, "compat", "native", choices=("native", "minor")),
+                compat=self.text(where, table, "compat", "native", choices=COMPAT_MODES),
                 strategy=self.text(where, table, "strategy", "wheels", choices=STRATEGIES),
                 os=self.text(where, table, "os", "ubuntu22.04"),
             )
@@ -229,7 +230,7 @@ class _Reader:
             python=pick("python", base.python),
             framework=pick("framework", base.framework),
             cuda=pick("cuda", base.cuda),
-            compat=pick("compat", base.compat, choices=("native", "minor")),
+            compat=pick("compat", base.compat, choices=COMPAT_MODES),
             strategy=pick("strategy", base.strategy, choices=STRATEGIES),
             os=pick("os", base.os),
         )
@@ -246,11 +247,10 @@ def load_spec(path: str) -> Spec:
         ) from None
     except OSError as exc:
         raise UsageError(f"cannot read spec file {path}: {exc.strerror}") from None
-    from envbuild._util import toml as _toml
 
     try:
-        data = _toml.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, _toml.TOMLDecodeError) as exc:
+        data = toml.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, toml.TOMLDecodeError) as exc:
         raise UsageError(
             f"{path} is not valid TOML: {exc}", fix="fix the syntax at the position named above"
         ) from None

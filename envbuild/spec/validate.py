@@ -3,7 +3,7 @@
 A value is accepted only when it matches what the field means (a PEP 508 requirement, a Debian
 package name, an image reference...) and carries none of the shell metacharacters that would let it
 escape into a command. Each check returns the cleaned value or raises ValueError saying what is
-accepted; spec.py adds the file, table and key.
+accepted; spec/model.py adds the file, table and key.
 """
 
 from __future__ import annotations

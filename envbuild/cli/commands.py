@@ -1,0 +1,300 @@
+"""One handler per command: read the parsed arguments, call one library function, print its result.
+
+Handlers hold no domain logic: they never call Docker, never re-check what the library checked, and
+never know where package data lives. Each imports what it needs when it runs, so `envbuild resolve`
+pays for neither `docker`, `requests` nor `jinja2`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from envbuild.errors import EXIT_FAILURE, EXIT_NO_STACK, EXIT_OK
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def _warn(message: str) -> None:
+    sys.stderr.write(f"warning: {message}\n")
+
+
+def _load(args: argparse.Namespace):
+    """The matrix the --matrix option names (default: the bundled one)."""
+    from envbuild.matrix.load import load_matrix
+
+    return load_matrix(args.matrix)
+
+
+def _spec(args: argparse.Namespace):
+    from envbuild.spec.model import load_spec
+
+    return load_spec(args.file)
+
+
+def _warn_base_images(lock, matrix) -> None:
+    from envbuild.matrix.lifecycle import base_image_warnings, today
+
+    images = [(target.name, target.base_image) for target in lock.targets]
+    for name, warning in base_image_warnings(matrix, images, today()):
+        sys.stderr.write(f"warning: target {name}: {warning.message}\n  fix: {warning.fix}\n")
+
+
+def resolve(args: argparse.Namespace) -> int:
+    from envbuild.resolve.query import build_query
+    from envbuild.resolve.report import to_json, to_text
+    from envbuild.resolve.solver import resolve
+
+    matrix = _load(args)
+    query = build_query(
+        matrix,
+        driver=args.driver,
+        gpus=args.gpu,
+        frameworks=args.framework,
+        python=args.python,
+        cuda=args.cuda,
+        compat=args.compat,
+        limit=args.limit,
+        strategy=args.strategy,
+        os=args.os,
+    )
+    resolution = resolve(matrix, query)
+    output = to_json(resolution, matrix) if args.json else to_text(resolution, matrix, verbose=args.verbose)
+    sys.stdout.write(output if output.endswith("\n") else output + "\n")
+    return EXIT_OK if resolution.stacks else EXIT_NO_STACK
+
+
+def render(args: argparse.Namespace) -> int:
+    from envbuild.render.context import render_spec
+
+    spec = _spec(args)
+    rendered = render_spec(
+        _load(args),
+        spec,
+        args.file,
+        out_dir=args.output,
+        write=not args.stdout,
+        target=args.target,
+        base_image=args.base_image,
+        wheelhouse=args.wheelhouse,
+        buildkit=args.builder == "buildkit",
+        warn=_warn,
+    )
+    for context in rendered:
+        plan = context.plan
+        if args.stdout:
+            sys.stdout.write(f"# ---- {plan.target}/Dockerfile\n" if len(rendered) > 1 else "")
+            sys.stdout.write(context.files["Dockerfile"].decode())
+            continue
+        doc = plan.stack_document
+        print(
+            f"{context.where}: {doc['framework']} {doc['framework_version']} ({doc['variant']}, CUDA "
+            f"{doc['cuda']}), Python {plan.python}, {plan.strategy} on {plan.base_image}"
+        )
+    return EXIT_OK
+
+
+def lock(args: argparse.Namespace) -> int:
+    spec, matrix = _spec(args), _load(args)
+    if args.check:
+        from envbuild.lock.locker import check_lock_file
+
+        current, problems, path = check_lock_file(spec, matrix)
+        _warn_base_images(current, matrix)
+        if problems:
+            sys.stderr.write(f"error: {path} is out of date:\n")
+            sys.stderr.writelines(f"  - {p}\n" for p in problems)
+            sys.stderr.write("  fix: run `envbuild lock` and commit envbuild.lock\n")
+            return EXIT_FAILURE
+        print(f"{path} matches {args.file} and the matrix ({len(current.targets)} target(s))")
+        return EXIT_OK
+    from envbuild.lock.locker import relock, relock_summary
+
+    previous, new, path = relock(
+        matrix,
+        spec,
+        target_name=args.target,
+        base_image=args.base_image,
+        upgrade=args.upgrade is not None and not args.upgrade,
+        upgrade_packages=tuple(args.upgrade or ()),
+    )
+    for line in relock_summary(previous, new):
+        print(line)
+    print(f"wrote {path}")
+    _warn_base_images(new, matrix)
+    if args.pylock:
+        import os
+
+        from envbuild.lock.uv import write_pylocks
+
+        for written in write_pylocks(new, os.path.dirname(path)):
+            print(f"wrote {written}")
+    return EXIT_OK
+
+
+def build(args: argparse.Namespace) -> int:
+    from envbuild.pipeline import BuildOptions, build_spec, summary_table
+
+    options = BuildOptions(
+        out_dir=args.output,
+        builder=args.builder,
+        smoke_device=args.smoke_device,
+        push=args.push,
+        base_image=args.base_image,
+        wheelhouse=args.wheelhouse,
+        no_cache=args.no_cache,
+        jobs=args.jobs,
+    )
+    spec = _spec(args)
+    results = build_spec(
+        _load(args),
+        spec,
+        args.file,
+        options,
+        target=args.target,
+        every_target=args.all,
+        say=_print,
+        warn=_warn,
+    )
+    for _, error in results:
+        if error:
+            sys.stderr.write(error + "\n")
+    if args.all or len(results) > 1:
+        sys.stdout.write(summary_table([record for record, _ in results]))
+    return EXIT_FAILURE if any(error for _, error in results) else EXIT_OK
+
+
+def verify(args: argparse.Namespace) -> int:
+    import json
+
+    from envbuild.image.verify import save_report, verify_image
+    from envbuild.smoke.run import summary
+
+    result = verify_image(
+        args.image, device=args.smoke_device, steps=args.steps, precision=args.precision, timeout=args.timeout
+    )
+    if args.report:
+        save_report(args.report, result)
+    sys.stdout.write(json.dumps(result.report, indent=2) + "\n" if args.json else summary(result.report))
+    return EXIT_OK if result.passed else EXIT_FAILURE
+
+
+def promote(args: argparse.Namespace) -> int:
+    if args.to:
+        from envbuild.image.promote import promote_in_registry
+
+        for ref, digest in promote_in_registry(args.image, list(args.to), report_path=args.report):
+            print(f"promoted {ref}@{digest}")
+        return EXIT_OK
+    from envbuild.image.promote import promote_reported
+
+    promotion = promote_reported(args.image, report_path=args.report, tags=args.tag, push=args.push)
+    for tag in promotion.tags:
+        print(f"tagged {tag}" + (" (verified on CPU only)" if promotion.device == "cpu" else ""))
+    for tag, digest in promotion.pushed:
+        print(f"pushed {tag}@{digest}")
+    return EXIT_OK
+
+
+def bake(args: argparse.Namespace) -> int:
+    from envbuild.scaleout.bake import write_bake_file
+
+    write_bake_file(_load(args), _spec(args), args.output, contexts=args.contexts)
+    print(f"wrote {args.output}; run: docker buildx bake -f {args.output} --push")
+    return EXIT_OK
+
+
+def ci_github(args: argparse.Namespace) -> int:
+    from envbuild.scaleout.github import write_workflow
+
+    write_workflow(_load(args), _spec(args), args.output, spec_path=args.file, gpu_labels=args.gpu_label)
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def doctor(args: argparse.Namespace) -> int:
+    from envbuild.host.doctor import run_doctor, to_json, to_text
+
+    checks = run_doctor(_load(args), lock=args.lock, image=args.image)
+    sys.stdout.write(to_json(checks) + "\n" if args.json else to_text(checks))
+    return EXIT_FAILURE if any(c.status == "fail" for c in checks) else EXIT_OK
+
+
+def smoke(args: argparse.Namespace) -> int:
+    import json
+
+    from envbuild.smoke.run import run_smoke, summary
+
+    report, _ = run_smoke(
+        args.framework, device=args.device, steps=args.steps, precision=args.precision, timeout=args.timeout
+    )
+    sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else summary(report))
+    return EXIT_OK if report["passed"] else EXIT_FAILURE
+
+
+def init(args: argparse.Namespace) -> int:
+    from envbuild.spec.starter import write_starter
+
+    print(f"wrote {write_starter(args.file, force=args.force)}; next: envbuild render -f {args.file}")
+    return EXIT_OK
+
+
+def matrix_check(args: argparse.Namespace) -> int:
+    from envbuild.errors import MatrixError
+    from envbuild.matrix.check import check_matrix, summary
+
+    try:
+        matrix = _load(args)
+    except MatrixError as exc:  # a check that finds bad data failed, it was not misused
+        sys.stderr.write(exc.render() + "\n")
+        return EXIT_FAILURE
+    errors = check_matrix(matrix)
+    if errors:
+        sys.stderr.write(f"error: matrix {matrix.root} has {len(errors)} problem(s):\n")
+        sys.stderr.writelines(f"  {e}\n" for e in errors)
+        sys.stderr.write("  fix: correct the rows named above (schema: matrix/README.md)\n")
+        return EXIT_FAILURE
+    print(f"matrix OK: {summary(matrix)}")
+    return EXIT_OK
+
+
+def matrix_gpus(args: argparse.Namespace) -> int:
+    for gpu in sorted(_load(args).gpus, key=lambda g: (g.cc, g.name)):
+        aliases = f"  (also: {', '.join(gpu.aliases)})" if gpu.aliases else ""
+        print(f"{f'{gpu.cc[0]}.{gpu.cc[1]}':<6}{gpu.name}{aliases}")
+    return EXIT_OK
+
+
+def matrix_refresh(args: argparse.Namespace) -> int:
+    from envbuild.matrix.lifecycle import today
+    from envbuild.matrix.load import default_matrix_dir
+    from envbuild.refresh.run import refresh_matrix, settings_from, to_json, to_text
+
+    settings = settings_from(
+        args.source, args.pypi_url, args.pytorch_index_url, args.cuda_repository, timeout=args.timeout
+    )
+    day = today().isoformat()
+    findings, written = refresh_matrix(args.matrix or default_matrix_dir(), settings, day, write=args.write)
+    view = to_json if args.json else to_text
+    sys.stdout.write(view(findings, day=day, sources=settings.sources, written=written))
+    return EXIT_OK
+
+
+HANDLERS = {
+    "resolve": resolve,
+    "render": render,
+    "init": init,
+    "lock": lock,
+    "build": build,
+    "verify": verify,
+    "promote": promote,
+    "bake": bake,
+    "ci github": ci_github,
+    "doctor": doctor,
+    "smoke": smoke,
+    "matrix check": matrix_check,
+    "matrix gpus": matrix_gpus,
+    "matrix refresh": matrix_refresh,
+}

@@ -1,0 +1,481 @@
+"""The argument parser: every command's flags, with the options several commands share defined once.
+
+Only the command being run gets its arguments: `envbuild resolve` does not pay for building the
+parsers of the fourteen other commands (about 2.5 ms, most of its start-up budget), and the
+smoke defaults `verify` and `smoke` show are imported only when one of them runs. `envbuild --help`
+still lists every command, from the table below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Sequence
+
+from envbuild import __version__
+
+SPEC_FILE = "envbuild.toml"
+OUTPUT_DIR = "build"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse sizes help with shutil, whose import costs every `envbuild resolve` ~3 ms."""
+
+    def __init__(self, prog: str, **kwargs) -> None:
+        try:
+            columns = os.get_terminal_size().columns
+        except OSError:
+            columns = 80
+        kwargs.setdefault("width", max(columns - 2, 40))
+        super().__init__(prog, **kwargs)
+
+
+# --- the options several commands share --------------------------------------------------------
+
+
+def add_spec_file(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-f", "--file", default=SPEC_FILE, metavar="SPEC", help=f"default: {SPEC_FILE}")
+
+
+def add_matrix(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--matrix",
+        metavar="DIR",
+        help="compatibility data to use (default: the bundled matrix/; also ENVBUILD_MATRIX)",
+    )
+
+
+def add_json(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--json", action="store_true", help=f"print {what}")
+
+
+def add_base_image(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--base-image", metavar="REF", help="replace the base image (mirrors, private registries)"
+    )
+
+
+def add_target(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, help: str) -> None:
+    parser.add_argument("--target", metavar="NAME", help=help)
+
+
+def add_output_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", default=OUTPUT_DIR, metavar="DIR", help=f"default: {OUTPUT_DIR}/")
+
+
+def add_wheelhouse(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--wheelhouse", metavar="DIR", help=help)
+
+
+# --- one function per command: its arguments ----------------------------------------------------
+
+
+def _resolve(parser: argparse.ArgumentParser) -> None:
+    from envbuild.matrix.model import COMPAT_MODES, STRATEGIES
+
+    parser.add_argument(
+        "--driver",
+        required=True,
+        metavar="VERSION",
+        help="host driver: 550, R550, 550.54 or 550.54.15 (a bare branch means "
+        "a current driver of that branch)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        metavar="NAME_OR_CC",
+        default=[],
+        help="a GPU the stack must run on: H100, 'RTX 4090', L4, sm_89, 8.9 (repeatable)",
+    )
+    parser.add_argument(
+        "--framework",
+        action="append",
+        metavar="NAME[SPEC]",
+        default=[],
+        help="torch, tensorflow or jax, with an optional PEP 440 specifier, "
+        "e.g. 'torch==2.5.*' (repeatable; default: best of each)",
+    )
+    parser.add_argument("--python", metavar="X.Y", help="Python version the stack must support")
+    parser.add_argument("--cuda", metavar="SPEC", help="CUDA runtime constraint: 12.4, '>=12.1'")
+    parser.add_argument(
+        "--compat",
+        choices=COMPAT_MODES,
+        default="native",
+        help="native (default) or minor: also allow same-major CUDA through minor-version compatibility",
+    )
+    parser.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="stacks to show per framework (default 1, or 5 with --framework)",
+    )
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        help="only stacks that fit this CUDA strategy (wheels: the framework brings its CUDA runtime; "
+        "base-image: an nvidia/cuda cuDNN image exists for it)",
+    )
+    parser.add_argument(
+        "--os", metavar="NAME", help="base OS for --strategy base-image (default ubuntu22.04)"
+    )
+    add_json(parser, "JSON instead of text")
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every rejected candidate, not the first few per reason",
+    )
+    add_matrix(parser)
+
+
+def _render(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    add_output_dir(parser)
+    add_target(parser, "only this [[target]] (default: all)")
+    add_base_image(parser)
+    add_wheelhouse(parser, "air-gapped: copy these wheels into the context and install with --no-index")
+    parser.add_argument("--stdout", action="store_true", help="print the Dockerfile(s) instead of writing")
+    parser.add_argument(
+        "--builder",
+        choices=("buildkit", "api"),
+        default="buildkit",
+        help="render for BuildKit (default: RUN --mount for wheelhouses) or the classic builder",
+    )
+    add_matrix(parser)
+
+
+def _init(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+
+def _lock(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    add_target(parser, "relock only this target")
+    parser.add_argument(
+        "--upgrade",
+        nargs="*",
+        metavar="PKG",
+        help="allow newer versions: of these packages, or of everything when none are named",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="do not write: exit 1 listing what changed when spec, matrix or lock disagree",
+    )
+    add_base_image(parser)
+    parser.add_argument(
+        "--pylock",
+        action="store_true",
+        help="also export each target as PEP 751 pylock.<target>.toml next to the lock",
+    )
+    add_matrix(parser)
+
+
+def _build(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    which = parser.add_mutually_exclusive_group()
+    add_target(which, "build this [[target]]")
+    which.add_argument("--all", action="store_true", help="build every target and print a summary")
+    parser.add_argument("--smoke-device", choices=("gpu", "cpu"), help="default: [smoke] device (gpu)")
+    add_base_image(parser)
+    add_wheelhouse(parser, "air-gapped: install from these wheels")
+    parser.add_argument("--push", action="store_true", help="push every tag of a verified image")
+    parser.add_argument(
+        "--builder",
+        choices=("auto", "api", "buildkit"),
+        default="auto",
+        help="buildkit (docker CLI), api (Engine API, classic builder) or auto (default)",
+    )
+    parser.add_argument("--no-cache", action="store_true", help="build without the layer cache")
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="build N targets at once against one engine (with --all)",
+    )
+    add_output_dir(parser)
+    add_matrix(parser)
+
+
+def _verify(parser: argparse.ArgumentParser) -> None:
+    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, PRECISIONS
+
+    parser.add_argument("image", metavar="IMAGE")
+    parser.add_argument("--smoke-device", choices=("gpu", "cpu"), default="gpu", help="default: gpu")
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N")
+    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
+    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S, metavar="S")
+    parser.add_argument("--report", metavar="FILE", help="write {image, device, report} here for `promote`")
+    add_json(parser, "the report as JSON")
+
+
+def _promote(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("image", metavar="IMAGE")
+    parser.add_argument(
+        "--report", metavar="FILE", help="written by envbuild verify --report (local promotion)"
+    )
+    parser.add_argument(
+        "--to",
+        nargs="+",
+        action="extend",
+        metavar="TAG",
+        help="registry-side: copy the manifest of IMAGE (REPO@sha256:...) to these tags; the "
+        "image must carry envbuild's verified label",
+    )
+    parser.add_argument("--tag", action="append", default=[], metavar="REPO:TAG", help="repeatable")
+    parser.add_argument("--push", action="store_true")
+
+
+def _bake(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    parser.add_argument(
+        "-o", "--output", default="docker-bake.json", metavar="FILE", help="default: docker-bake.json"
+    )
+    parser.add_argument(
+        "--contexts",
+        default=OUTPUT_DIR,
+        metavar="DIR",
+        help=f"where render wrote them (default {OUTPUT_DIR})",
+    )
+    add_matrix(parser)
+
+
+def _ci_github(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    parser.add_argument("-o", "--output", default=".github/workflows/envbuild.yml", metavar="FILE")
+    parser.add_argument(
+        "--gpu-label",
+        action="append",
+        metavar="LABEL",
+        help="runner labels for the verify job (default: self-hosted, gpu, sm_XY of the targets)",
+    )
+    add_matrix(parser)
+
+
+def _doctor(parser: argparse.ArgumentParser) -> None:
+    subject = parser.add_mutually_exclusive_group()
+    subject.add_argument(
+        "--lock", metavar="PATH", help="judge the stacks of this envbuild.lock against this host"
+    )
+    subject.add_argument("--image", metavar="REF", help="judge this image (labels, NVIDIA_REQUIRE_CUDA)")
+    add_json(parser, "the checks as JSON")
+    add_matrix(parser)
+
+
+def _smoke(parser: argparse.ArgumentParser) -> None:
+    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, FRAMEWORKS, PRECISIONS
+
+    parser.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        help=f"default: the first of {', '.join(FRAMEWORKS)} this Python can import",
+    )
+    parser.add_argument("--device", choices=("gpu", "cpu", "auto"), default="gpu", help="default: gpu")
+    parser.add_argument("--steps", type=int, metavar="N", help=f"training steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--precision", choices=PRECISIONS, help=f"default: {DEFAULT_PRECISION}")
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds (default {DEFAULT_TIMEOUT_S})",
+    )
+    add_json(parser, "the report as JSON")
+
+
+def _matrix_refresh(parser: argparse.ArgumentParser) -> None:
+    add_matrix(parser)
+    parser.add_argument(
+        "--source",
+        metavar="LIST",
+        help="comma-separated: pypi, pytorch-index, nvidia-cuda-tags (default: all)",
+    )
+    parser.add_argument("--write", action="store_true", help="apply the + and ? findings to the matrix files")
+    add_json(parser, "the findings as JSON")
+    parser.add_argument(
+        "--pypi-url", metavar="URL", help="PyPI base URL (default https://pypi.org; also ENVBUILD_PYPI_URL)"
+    )
+    parser.add_argument(
+        "--pytorch-index-url",
+        metavar="URL",
+        help="base of the per-CUDA PyTorch indexes (default https://download.pytorch.org/whl; "
+        "also ENVBUILD_PYTORCH_INDEX_URL)",
+    )
+    parser.add_argument(
+        "--cuda-repository",
+        metavar="REPO",
+        help="the nvidia/cuda repository to list (default docker.io/nvidia/cuda; "
+        "also ENVBUILD_CUDA_REPOSITORY)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=30, metavar="S", help="seconds per request (default 30)"
+    )
+
+
+class Command:
+    """A command (or a group of subcommands) as `--help` lists it, and how to add its arguments."""
+
+    __slots__ = ("add_arguments", "description", "help", "metavar", "name", "subcommands")
+
+    def __init__(
+        self,
+        name: str,
+        help: str,
+        add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+        *,
+        description: str | None = None,
+        subcommands: tuple[Command, ...] = (),
+        metavar: str = "",
+    ) -> None:
+        self.name = name
+        self.help = help
+        self.add_arguments = add_arguments
+        self.description = description
+        self.subcommands = subcommands
+        self.metavar = metavar  # for a group: how --help names its subcommand
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "resolve",
+        "pick the best stack a driver runs, and say why the others were rejected",
+        _resolve,
+        description="Pick the best framework/CUDA stack an NVIDIA driver runs, and explain why "
+        "every other candidate was rejected. Exit 0: found; 2: bad input; 3: none.",
+    ),
+    Command(
+        "render",
+        "render Dockerfiles and conda specs from envbuild.toml",
+        _render,
+        description="Resolve each target of envbuild.toml and write its build context to DIR/<target>/: "
+        "Dockerfile, requirement files or environment.yml, the smoke program, .dockerignore, stack.json.",
+    ),
+    Command("init", "write a commented starter envbuild.toml", _init),
+    Command(
+        "lock",
+        "write envbuild.lock: exact versions, sha256 hashes, base image digests",
+        _lock,
+        description="Resolve every target's Python closure for linux x86_64 with uv (framework from its "
+        "variant's index, the rest from the spec's), pin base images by digest through the registry API, and "
+        "write envbuild.lock next to the spec. --check: exit 1 when the lock no longer matches.",
+    ),
+    Command(
+        "build",
+        "render, build, verify with the smoke step, and tag/push only what passed",
+        _build,
+        description="render -> build (untagged) -> verify (the smoke training step in a container) -> "
+        "promote (label, tag, push). An image whose smoke step fails gets no tag. "
+        "Writes build/<target>/record.json.",
+    ),
+    Command(
+        "verify",
+        "run the smoke training step in a container from IMAGE",
+        _verify,
+        description="Run /opt/envbuild/smoke.py in a throwaway container (no network, the image's user; "
+        "with --smoke-device gpu all GPUs). Exit 0 when every gate passed.",
+    ),
+    Command(
+        "promote",
+        "label and tag (and push) an image whose smoke report passed",
+        _promote,
+        description="Add io.envbuild.verified labels to IMAGE (no new layer), tag it, and push with --push. "
+        "Refuses unless --report holds a passing smoke report for this image "
+        "(from `envbuild verify --report`).",
+    ),
+    Command(
+        "bake",
+        "write a docker buildx bake file (JSON) for every target",
+        _bake,
+        description="One bake target per [[target]]: its rendered context, the candidate tag envbuild verify "
+        "finds, the labels, and a registry cache. Render the contexts first (envbuild render).",
+    ),
+    Command(
+        "ci",
+        "write CI workflows",
+        metavar="SYSTEM",
+        subcommands=(
+            Command(
+                "github",
+                "a GitHub Actions workflow: lock-check, build on CPU, verify on GPU, promote by digest",
+                _ci_github,
+            ),
+        ),
+    ),
+    Command(
+        "doctor",
+        "check this host: nvidia-smi, driver, GPUs, Docker and the toolkit; can it run a lock or image",
+        _doctor,
+        description="The field's host checklist, each line ok/warn/fail/skip with evidence and a fix. "
+        "Exit 0 when nothing failed, 1 otherwise.",
+    ),
+    Command(
+        "smoke",
+        "run the smoke training step on this host (no container)",
+        _smoke,
+        description="Run the framework's smoke program with this Python: forward, backward and optimizer "
+        "steps with gates for device, driver, arch, placement, training, precision, memory and multi-GPU. "
+        "Exit 0 when every gate passed, 1 otherwise.",
+    ),
+    Command(
+        "matrix",
+        "inspect and validate the compatibility data",
+        metavar="ACTION",
+        subcommands=(
+            Command("check", "validate the schema and cross-references of matrix/*.toml", add_matrix),
+            Command("gpus", "list the GPUs and their compute capabilities", add_matrix),
+            Command(
+                "refresh",
+                "propose new rows from PyPI, the PyTorch indexes and the nvidia/cuda tag list",
+                _matrix_refresh,
+                description="Read upstream and print the rows it proposes, each with its source URL and "
+                "fetch date: + rows --write adds, ? rows --write adds commented out for a human to finish, "
+                "! findings that are only reported. Nothing is written unless every edited file passes "
+                "`matrix check`.",
+            ),
+        ),
+    ),
+)
+
+
+def _add_commands(
+    subparsers: argparse._SubParsersAction, commands: tuple[Command, ...], wanted: str | None, path: str
+) -> dict[str, argparse.ArgumentParser]:
+    """Add every command; arguments only for `wanted` (and all of its subcommands)."""
+    parsers = {}
+    for command in commands:
+        parser = subparsers.add_parser(
+            command.name, formatter_class=_HelpFormatter, help=command.help, description=command.description
+        )
+        key = f"{path} {command.name}".strip()
+        parser.set_defaults(command_path=key)
+        parsers[key] = parser
+        if command.name != wanted:
+            continue
+        if command.subcommands:
+            nested = parser.add_subparsers(dest=f"{command.name}_command", metavar=command.metavar)
+            for sub in command.subcommands:
+                parsers.update(_add_commands(nested, (sub,), sub.name, key))
+        elif command.add_arguments is not None:
+            command.add_arguments(parser)
+    return parsers
+
+
+def build_parser(
+    argv: Sequence[str] = (),
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The parser for `argv` (its command's arguments filled in), and every (sub)command's parser by
+    path ("resolve", "matrix check"), so a group run without a subcommand can print its own help."""
+    parser = argparse.ArgumentParser(
+        prog="envbuild",
+        formatter_class=_HelpFormatter,
+        description="Reproducible, verified CUDA training environments.",
+    )
+    parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((arg for arg in argv if not arg.startswith("-")), None)
+    parsers = _add_commands(subparsers, COMMANDS, wanted, "")
+    parsers[""] = parser
+    return parser, parsers
