@@ -1,0 +1,175 @@
+"""A `docker buildx bake` file for a spec: every target's rendered context built as a candidate.
+
+Each target's context (`envbuild render` writes `<out>/<target>/`) is built as a *candidate*
+(`<repository>:candidate-<target>`): the image is a candidate until `envbuild verify` has run its
+smoke step, and only `envbuild promote` gives it the spec's tags.
+
+Bake's JSON form and attribute names follow the Bake file reference:
+https://docs.docker.com/build/bake/reference/
+(BAKE_SCHEMA below is written from that page: the document publishes no JSON Schema of its own.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from envbuild._util.files import write_atomic
+from envbuild.errors import UsageError
+from envbuild.matrix.model import Matrix
+from envbuild.render.plan import build_plan
+from envbuild.spec.lockfile import Lock
+from envbuild.spec.model import Spec
+
+PLATFORM = "linux/amd64"
+_BAKE_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+_STRING_LIST = {"type": "array", "items": {"type": "string"}}
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+_NULLABLE_STRING_MAP = {"type": "object", "additionalProperties": {"type": ["string", "null"]}}
+# ssh, secret, output, cache-to, cache-from, attest and annotations are "composable": each item is the
+# build flag's inline string (type=registry,ref=...) or, in newer buildx, the same thing as an object.
+_COMPOSABLE_LIST = {"type": "array", "items": {"type": ["string", "object"]}}
+
+BAKE_SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$comment": "Written from https://docs.docker.com/build/bake/reference/ (JSON form of a Bake file).",
+    "title": "docker buildx bake file, JSON form (the blocks and target attributes Bake documents)",
+    "type": "object",
+    "properties": {
+        "group": {
+            "type": "object",
+            "propertyNames": {"pattern": _BAKE_NAME_RE.pattern},
+            "additionalProperties": {"$ref": "#/$defs/group"},
+        },
+        "target": {
+            "type": "object",
+            "propertyNames": {"pattern": _BAKE_NAME_RE.pattern},
+            "additionalProperties": {"$ref": "#/$defs/target"},
+        },
+        "variable": {"type": "object", "additionalProperties": {"type": "object"}},
+        "function": {"type": "object", "additionalProperties": {"type": "object"}},
+    },
+    "additionalProperties": False,
+    "$defs": {
+        "group": {
+            "type": "object",
+            "properties": {
+                "description": {"type": "string"},
+                "targets": {"type": "array", "items": {"type": "string", "minLength": 1}},
+            },
+            "required": ["targets"],
+            "additionalProperties": False,
+        },
+        "target": {
+            "type": "object",
+            "properties": {
+                "args": _NULLABLE_STRING_MAP,  # null: use the Dockerfile's ARG default
+                "annotations": _COMPOSABLE_LIST,
+                "attest": _COMPOSABLE_LIST,
+                "cache-from": _COMPOSABLE_LIST,
+                "cache-to": _COMPOSABLE_LIST,
+                "call": {"type": "string"},
+                "context": {"type": "string"},
+                "contexts": _STRING_MAP,
+                "description": {"type": "string"},
+                "dockerfile-inline": {"type": "string"},
+                "dockerfile": {"type": "string"},
+                "entitlements": _STRING_LIST,
+                "extra-hosts": _STRING_MAP,
+                "inherits": _STRING_LIST,
+                "labels": _NULLABLE_STRING_MAP,
+                "matrix": {"type": "object"},
+                "name": {"type": "string"},
+                "network": {"type": "string"},
+                "no-cache-filter": _STRING_LIST,
+                "no-cache": {"type": "boolean"},
+                "output": _COMPOSABLE_LIST,
+                "platforms": _STRING_LIST,
+                "pull": {"type": "boolean"},
+                "secret": _COMPOSABLE_LIST,
+                "shm-size": {"type": "string"},
+                "ssh": _COMPOSABLE_LIST,
+                "tags": _STRING_LIST,
+                "target": {"type": "string"},
+                "ulimits": _STRING_LIST,
+            },
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def bake_target_name(name: str) -> str:
+    """A spec target name as a bake target name (^[a-zA-Z0-9_-]+$): other characters become "-"."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "-", name)
+
+
+def candidate_tag(repository: str, target: str) -> str:
+    """Where a built, not yet verified image lives: `envbuild verify` finds it by this ref."""
+    return f"{repository}:candidate-{target}"
+
+
+def bake_names(spec: Spec) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for target in spec.targets:
+        bake = bake_target_name(target.name)
+        if bake in names.values():
+            other = next(k for k, v in names.items() if v == bake)
+            raise UsageError(
+                f"{spec.path}: targets {other!r} and {target.name!r} are both {bake!r} as bake targets "
+                "(bake allows only letters, digits, _ and -)",
+                fix="rename one of the [[target]]s",
+            )
+        names[target.name] = bake
+    return names
+
+
+def bake_file(
+    matrix: Matrix,
+    spec: Spec,
+    *,
+    out_dir: str = "build",
+    cache_ref: str | None = None,
+    lock: Lock | None = None,
+) -> dict:
+    """The bake definition (JSON form) that builds every target's rendered context as a candidate.
+
+    cache_ref: one registry cache ref for every target; default `<repository>:buildcache-<target>`.
+    lock: an envbuild.lock (`envbuild.spec.lockfile.load_lock`) so the labels name the pinned base image, as
+    the rendered Dockerfile does.
+    """
+    repository = spec.image.repository
+    names = bake_names(spec)
+    targets: dict[str, dict] = {}
+    for target in spec.targets:
+        plan = build_plan(matrix, spec, target, lock=lock.target(target.name) if lock else None)
+        cache = cache_ref or f"{repository}:buildcache-{target.name}"
+        targets[names[target.name]] = {
+            "context": f"{out_dir}/{target.name}",
+            "dockerfile": "Dockerfile",
+            "tags": [candidate_tag(repository, target.name)],
+            "labels": dict(plan.labels),
+            "cache-from": [f"type=registry,ref={cache}"],
+            "cache-to": [f"type=registry,ref={cache},mode=max"],
+            "platforms": [PLATFORM],
+        }
+    return {"group": {"default": {"targets": list(targets)}}, "target": targets}
+
+
+def bake_json(
+    matrix: Matrix,
+    spec: Spec,
+    *,
+    out_dir: str = "build",
+    cache_ref: str | None = None,
+    lock: Lock | None = None,
+) -> str:
+    """bake_file as docker-bake.json text: sorted keys, so the same inputs give the same bytes."""
+    document = bake_file(matrix, spec, out_dir=out_dir, cache_ref=cache_ref, lock=lock)
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def write_bake_file(matrix: Matrix, spec: Spec, path: str, *, contexts: str = "build") -> None:
+    """`envbuild bake`: docker-bake.json for every target's context under `contexts`."""
+    write_atomic(path, bake_json(matrix, spec, out_dir=contexts))

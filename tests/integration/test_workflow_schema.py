@@ -1,0 +1,31 @@
+"""The generated workflows against check-jsonschema's vendored GitHub workflow schema (no network: the
+check points every proxy at a closed port)."""
+
+from __future__ import annotations
+
+import pytest
+
+from envbuild.scaleout.github import workflow_yaml
+from envbuild.spec.model import load_spec
+from tests.helpers.specs import TORCH_EXAMPLE as TORCH
+from tests.helpers.workflows import check_workflow, yaml_dump, yaml_load
+
+
+@pytest.mark.parametrize("which", ["torch", "two"])
+def test_workflow_passes_the_github_workflow_schema(matrix, two_targets, tmp_path, which):
+    spec = load_spec(str(TORCH if which == "torch" else two_targets))
+    path = tmp_path / ".github" / "workflows" / "envbuild.yml"
+    path.parent.mkdir(parents=True)
+    path.write_text(workflow_yaml(matrix, spec, spec_path="examples/envbuild.toml"))
+    result = check_workflow(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok -- validation done" in result.stdout
+
+
+def test_the_schema_check_rejects_a_broken_workflow(matrix, tmp_path):
+    workflow = yaml_load(workflow_yaml(matrix, load_spec(str(TORCH))))
+    workflow["jobs"]["build"]["runs-on"] = 3
+    del workflow["jobs"]["promote"]["steps"]
+    path = tmp_path / "broken.yml"
+    yaml_dump(workflow, path)
+    assert check_workflow(path).returncode == 1

@@ -1,0 +1,94 @@
+"""The `docker buildx bake` file: field by field, against the Bake reference's schema, byte-stable.
+
+`docker buildx bake --print` is not run here: this machine's docker CLI has no buildx plugin.
+"""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from envbuild.errors import UsageError
+from envbuild.render.plan import build_plan
+from envbuild.scaleout import bake as scaleout
+from envbuild.spec.model import load_spec
+from tests.helpers.specs import TORCH_EXAMPLE as TORCH
+from tests.helpers.specs import TWO_TARGETS
+
+
+def test_bake_file_single_target_fields(matrix):
+    spec = load_spec(str(TORCH))
+    bake = scaleout.bake_file(matrix, spec)
+    assert bake["group"] == {"default": {"targets": ["default"]}}
+    assert list(bake["target"]) == ["default"]
+    target = bake["target"]["default"]
+    assert target["context"] == "build/default"
+    assert target["dockerfile"] == "Dockerfile"
+    assert target["tags"] == ["ghcr.io/acme/train-torch:candidate-default"]
+    assert target["platforms"] == ["linux/amd64"]
+    assert target["cache-from"] == ["type=registry,ref=ghcr.io/acme/train-torch:buildcache-default"]
+    assert target["cache-to"] == ["type=registry,ref=ghcr.io/acme/train-torch:buildcache-default,mode=max"]
+    plan = build_plan(matrix, spec, spec.targets[0])
+    assert target["labels"] == dict(plan.labels)
+    assert target["labels"]["io.envbuild.framework"] == "torch"
+    assert target["labels"]["io.envbuild.target"] == "default"
+    assert target["labels"]["org.opencontainers.image.source"] == "https://github.com/acme/train"
+    jsonschema.Draft202012Validator(scaleout.BAKE_SCHEMA).validate(bake)
+
+
+def test_bake_file_two_targets(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    bake = scaleout.bake_file(matrix, spec, out_dir="out/ctx", cache_ref="cache.example.com/team/cache:all")
+    # "l4.infer" is a spec name; bake allows only [a-zA-Z0-9_-]
+    assert bake["group"]["default"]["targets"] == ["h100", "l4-infer"]
+    assert sorted(bake["target"]) == ["h100", "l4-infer"]
+    h100, l4 = bake["target"]["h100"], bake["target"]["l4-infer"]
+    assert h100["context"] == "out/ctx/h100"
+    assert l4["context"] == "out/ctx/l4.infer"  # where `envbuild render` writes it
+    assert h100["tags"] == ["registry.example.com:5000/team/train:candidate-h100"]
+    assert l4["tags"] == ["registry.example.com:5000/team/train:candidate-l4.infer"]
+    for target, name in ((h100, "h100"), (l4, "l4.infer")):
+        assert target["labels"]["io.envbuild.framework"] == "torch"
+        assert target["labels"]["io.envbuild.target"] == name
+        assert target["cache-from"] == ["type=registry,ref=cache.example.com/team/cache:all"]
+        assert target["cache-to"] == ["type=registry,ref=cache.example.com/team/cache:all,mode=max"]
+    jsonschema.Draft202012Validator(scaleout.BAKE_SCHEMA).validate(bake)
+
+
+def test_bake_json_is_deterministic(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    first = scaleout.bake_json(matrix, spec)
+    assert first == scaleout.bake_json(matrix, load_spec(str(two_targets)))
+    assert first.endswith("}\n")
+    document = json.loads(first)
+    assert document == scaleout.bake_file(matrix, spec)
+    assert first == json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def test_bake_names_that_collide_are_refused(matrix, tmp_path):
+    path = tmp_path / "envbuild.toml"
+    path.write_text(TWO_TARGETS.replace('"h100"', '"l4-infer"'))
+    with pytest.raises(UsageError, match="bake targets"):
+        scaleout.bake_file(matrix, load_spec(str(path)))
+
+
+def test_bake_schema_is_valid_and_strict():
+    validator = jsonschema.Draft202012Validator
+    validator.check_schema(scaleout.BAKE_SCHEMA)
+    documented = {
+        "args", "annotations", "attest", "cache-from", "cache-to", "call", "context", "contexts",
+        "description", "dockerfile-inline", "dockerfile", "entitlements", "extra-hosts", "inherits",
+        "labels", "matrix", "name", "network", "no-cache-filter", "no-cache", "output", "platforms",
+        "pull", "secret", "shm-size", "ssh", "tags", "target", "ulimits",
+    }  # fmt: skip
+    assert set(scaleout.BAKE_SCHEMA["$defs"]["target"]["properties"]) == documented
+    schema = validator(scaleout.BAKE_SCHEMA)
+    good = {"target": {"a": {"context": ".", "args": {"X": "1", "Y": None}, "no-cache": True}}}
+    assert schema.is_valid(good)
+    assert not schema.is_valid({"target": {"a": {"contxt": "."}}})  # misspelt attribute
+    assert not schema.is_valid({"target": {"a.b": {}}})  # bake's name rule
+    assert not schema.is_valid({"target": {"a": {"labels": {"k": 1}}}})
+    assert not schema.is_valid({"group": {"default": {"targets": "a"}}})
+    assert not schema.is_valid({"targets": {}})

@@ -1,0 +1,175 @@
+"""The GitHub Actions workflow `envbuild ci github` writes: byte for byte against golden files (made
+by the dict-and-emitter generator this template replaced), job by job, and the YAML quoting filters
+every spec- or flag-derived value goes through.
+
+The real schema check (check-jsonschema) is tests/integration/test_workflow_schema.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envbuild.matrix.model import Matrix
+from envbuild.render.plan import build_plan
+from envbuild.scaleout.github import ACTIONS, workflow_yaml, yaml_block, yaml_scalar
+from envbuild.spec.model import load_spec
+from tests.helpers.paths import EXAMPLES, GOLDEN
+from tests.helpers.specs import TORCH_EXAMPLE as TORCH
+from tests.helpers.workflows import yaml_load
+
+CASES = {  # golden file -> (spec, keyword arguments)
+    "torch": (TORCH, {}),
+    "tf": (EXAMPLES / "tensorflow-base-image" / "envbuild.toml", {}),
+    "jax": (EXAMPLES / "jax-conda" / "envbuild.toml", {}),
+    "two": (GOLDEN / "ci" / "two.toml", {}),
+    "two-labels": (GOLDEN / "ci" / "two.toml", {"gpu_labels": ["gpu-pool", "a b"]}),
+    "two-nolabels": (GOLDEN / "ci" / "two.toml", {"gpu_labels": []}),
+    "two-staging": (GOLDEN / "ci" / "two.toml", {"staging": "docker.io/acme/staging"}),
+    "cpu": (GOLDEN / "ci" / "cpu.toml", {"spec_path": "ci/env build.toml"}),
+    "hub": (GOLDEN / "ci" / "hub.toml", {"staging": "quay.io/acme/stage"}),
+}
+
+
+def parsed_workflow(matrix: Matrix, spec, **kwargs) -> dict:
+    return yaml_load(workflow_yaml(matrix, spec, **kwargs))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_golden_workflows(matrix: Matrix, name: str) -> None:
+    spec_path, kwargs = CASES[name]
+    text = workflow_yaml(matrix, load_spec(str(spec_path)), **kwargs)
+    golden = GOLDEN / "ci" / f"{name}.yml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text(), f"ci/{name}.yml (UPDATE_GOLDEN=1)"
+
+
+def test_workflow_is_deterministic_and_quotes_on(matrix: Matrix, two_targets) -> None:
+    text = workflow_yaml(matrix, load_spec(str(two_targets)))
+    assert '\n"on":\n' in text  # not the YAML 1.1 boolean
+    assert text == workflow_yaml(matrix, load_spec(str(two_targets)))
+
+
+def test_workflow_job_graph_and_matrices(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    workflow = parsed_workflow(matrix, spec, spec_path="ci/envbuild.toml")
+    assert workflow["on"] == {"push": {"branches": ["main"]}, "workflow_dispatch": {}}
+    jobs = workflow["jobs"]
+    assert list(jobs) == ["lock-check", "build", "verify", "promote"]
+    assert "needs" not in jobs["lock-check"]
+    assert jobs["build"]["needs"] == ["lock-check"]
+    assert jobs["verify"]["needs"] == ["build"]
+    assert jobs["promote"]["needs"] == ["verify"]
+    assert jobs["build"]["strategy"]["matrix"] == {"target": ["h100", "l4.infer"]}
+    assert jobs["promote"]["strategy"]["matrix"] == {"target": ["h100", "l4.infer"]}
+    include = jobs["verify"]["strategy"]["matrix"]["include"]
+    assert [entry["target"] for entry in include] == ["h100", "l4.infer"]
+
+    lock_runs = [s["run"] for s in jobs["lock-check"]["steps"] if "run" in s]
+    assert "envbuild lock --check -f ci/envbuild.toml" in lock_runs
+    assert jobs["lock-check"]["runs-on"] == "ubuntu-latest"
+    uses = [s.get("uses") for s in jobs["lock-check"]["steps"]]
+    assert uses[:2] == ["actions/checkout@v4", "actions/setup-python@v5"]
+    assert jobs["lock-check"]["steps"][1]["with"] == {"python-version": "3.11"}
+
+
+def test_workflow_build_job(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    build = parsed_workflow(matrix, spec, staging="ghcr.io/acme/staging")["jobs"]["build"]
+    assert build["runs-on"] == "ubuntu-latest"
+    steps = build["steps"]
+    uses = [s.get("uses") for s in steps]
+    assert "docker/setup-buildx-action@v3" in uses
+    login = steps[uses.index("docker/login-action@v3")]
+    assert login["with"] == {
+        "registry": "ghcr.io",  # the staging repository's registry
+        "username": "${{ secrets.REGISTRY_USER }}",
+        "password": "${{ secrets.REGISTRY_PASSWORD }}",
+    }
+    runs = "\n".join(s.get("run", "") for s in steps)
+    assert "envbuild render -f envbuild.toml -o build --target ${{ matrix.target }}" in runs
+    assert "docker buildx build --push" in runs
+    assert "--tag ghcr.io/acme/staging:candidate-${{ matrix.target }}-${{ github.sha }}" in runs
+    assert "--metadata-file build/metadata.json" in runs
+    assert '["containerimage.digest"]' in runs
+    assert next(s for s in steps if s.get("id") == "build")
+    uploads = {s["with"]["name"]: s["with"]["path"] for s in steps if s.get("uses") == ACTIONS["upload"]}
+    assert uploads["digest-${{ matrix.target }}"] == "digest-${{ matrix.target }}.txt"
+    assert "build/${{ matrix.target }}/" in uploads["record-build-${{ matrix.target }}"]
+
+
+def test_workflow_verify_runs_on_gpu_runners_per_capability(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    verify = parsed_workflow(matrix, spec)["jobs"]["verify"]
+    assert verify["runs-on"] == "${{ matrix.runner }}"
+    runners = {entry["target"]: entry["runner"] for entry in verify["strategy"]["matrix"]["include"]}
+    assert runners == {"h100": ["self-hosted", "gpu", "sm_90"], "l4.infer": ["self-hosted", "gpu", "sm_89"]}
+    steps = verify["steps"]
+    download = next(s for s in steps if s.get("uses") == ACTIONS["download"])
+    assert download["with"] == {"name": "digest-${{ matrix.target }}"}
+    smoke = next(s for s in steps if "envbuild verify" in s.get("run", ""))
+    assert smoke["env"]["IMAGE"] == "registry.example.com:5000/team/train@${{ steps.digest.outputs.digest }}"
+    assert '"$IMAGE" --smoke-device gpu' in smoke["run"]
+    assert "--report smoke.json" in smoke["run"]
+    upload = next(s for s in steps if s.get("uses") == ACTIONS["upload"])
+    assert upload["with"]["name"] == "record-verify-${{ matrix.target }}-${{ matrix.gpu }}"
+
+
+def test_workflow_verify_fans_out_over_a_targets_gpus(matrix):
+    spec = load_spec(str(TORCH))  # H100 and L4: one runner cannot carry both sm labels
+    verify = parsed_workflow(matrix, spec, gpu_labels=["linux", "nvidia"])["jobs"]["verify"]
+    include = verify["strategy"]["matrix"]["include"]
+    assert [(e["target"], e["runner"]) for e in include] == [
+        ("default", ["linux", "nvidia", "sm_90"]),
+        ("default", ["linux", "nvidia", "sm_89"]),
+    ]
+
+
+def test_workflow_promote_uses_to_with_the_final_tags(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    promote = parsed_workflow(matrix, spec)["jobs"]["promote"]
+    assert promote["runs-on"] == "ubuntu-latest"
+    steps = [s for s in promote["steps"] if "envbuild promote" in s.get("run", "")]
+    assert [s["if"] for s in steps] == ["matrix.target == 'h100'", "matrix.target == 'l4.infer'"]
+    for step, target in zip(steps, spec.targets, strict=True):
+        tags = build_plan(matrix, spec, target).tags
+        assert tags and all(t.startswith("registry.example.com:5000/team/train:") for t in tags)
+        assert step["run"] == 'envbuild promote "$IMAGE" ' + " ".join(f"--to {t}" for t in tags) + (
+            ' --report "$(ls verify/*/smoke.json | head -n 1)"'
+        )
+        assert step["env"]["IMAGE"].endswith("@${{ steps.digest.outputs.digest }}")
+    assert any(s.get("uses") == ACTIONS["upload"] for s in promote["steps"])
+
+
+# --- the quoting filters ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["on", "ON", "yes", "No", "true", "null", "~", "3.11", "010", "0x1f", "1e3", ".5", "-", "- a", "a: b",
+     "a #b", "#x", "x:", "*ref", "&a", "!tag", "@x", "`x`", "{a}", "[a]", "'q'", '"q"', "", " lead",
+     "trail ", "tab\there", "two\nlines", "2024-01-01", "%x", "|", ">", "a,b", "ünï"],
+)  # fmt: skip
+def test_yaml_scalar_quotes_what_yaml_would_misread(text):
+    assert yaml_load(f"key: {yaml_scalar(text)}\n") == {"key": text}
+    assert yaml_load(f"- {yaml_scalar(text)}\n") == [text]
+
+
+_TEXT = st.text(alphabet=st.sampled_from(list("aZ09 -_:#'\"{}[],&*!|>%@`.\n\t\\$")), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TEXT)
+def test_yaml_scalar_and_block_round_trip(text):
+    assert yaml_load(f"key: {yaml_scalar(text)}\n") == {"key": text}
+    assert yaml_load(f"job:\n  key: {yaml_block(text, 4)}\nnext: 1\n") == {"job": {"key": text}, "next": 1}
+
+
+def test_block_is_literal_for_scripts_and_falls_back_to_a_scalar():
+    assert yaml_block("a\nb\n", 4) == "|\n    a\n    b"
+    assert yaml_block("a \nb\n", 4) == '"a \\nb\\n"'  # a trailing space would not survive a block
+    assert yaml_block("one line", 4) == "one line"
