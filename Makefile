@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install test lint bench clean
+.PHONY: install test unit lint bench clean
 
 install: $(BIN)/envbuild
 
@@ -18,6 +18,9 @@ test: install
 	$(BIN)/ruff check envbuild tests bench
 	$(BIN)/envbuild matrix check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: install
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check envbuild tests bench

@@ -73,7 +73,7 @@ def main() -> int:
     if subprocess.run(["/usr/bin/docker", "image", "inspect", BASE], capture_output=True).returncode != 0:
         print(f"needs the {BASE} image (made by the tests: make test)")
         return 1
-    from tests.pyindex import build_wheel, download_for_target
+    from envbuild._testing.pyindex import build_wheel, download_for_target
 
     work = Path(tempfile.mkdtemp(prefix="envbuild-bench-build-"))
     wheels = work / "wheels"

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.pyindex import PackageIndex, build_wheel, download_for_target  # noqa: E402
+from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_target  # noqa: E402
 
 SPEC = """[stack]
 driver = "580"

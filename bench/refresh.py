@@ -4,7 +4,7 @@
 METADATA. A torch wheel is about 900 MB; the refresh reads its central directory and one member.
 Both ways are measured in this run against the same server on loopback (the recorded torch 2.15.0
 METADATA inside a wheel padded to WHEEL_MB), and the ratios are the figures to watch. Then a whole
-refresh of the bundled matrix against the recorded upstream of tests/test_refresh.py is timed.
+refresh of the bundled matrix against the recorded upstream of envbuild/_testing/recorded.py is timed.
 
 Run: `.venv/bin/python bench/refresh.py`
 """
@@ -21,8 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from envbuild._testing.recorded import FIXTURES  # noqa: E402
+from envbuild._testing.upstream import Answer, Upstream  # noqa: E402
 from envbuild.refresh.upstream import Http, wheel_metadata  # noqa: E402
-from tests.upstream_server import Answer, Upstream  # noqa: E402
 
 WHEEL_MB = 256
 NAME = "torch-2.15.0-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -33,7 +34,7 @@ def _wheel() -> bytes:
     import io
     import zipfile
 
-    metadata = (REPO / "tests" / "fixtures" / "upstream" / "metadata" / f"{NAME}.METADATA").read_text()
+    metadata = (FIXTURES / "metadata" / f"{NAME}.METADATA").read_text()
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as wheel:
         wheel.writestr("torch/lib/libtorch_cuda.so", os.urandom(WHEEL_MB * 1024 * 1024))
@@ -66,8 +67,8 @@ def main() -> int:
 
     # a whole refresh: the test suite's scenario (the matrix before a few real releases, the
     # recorded PyPI answers, PEP 691 indexes, a paginated tag list behind a Bearer challenge)
+    from envbuild._testing.recorded import make_stale_matrix, serve_everything
     from envbuild.refresh.run import refresh, settings_from
-    from tests.test_refresh import make_stale_matrix, serve_everything
 
     scratch = tempfile.TemporaryDirectory(prefix="envbuild-bench-refresh-")
     matrix = make_stale_matrix(Path(scratch.name))

@@ -1,18 +1,28 @@
-"""Shared fixtures: the bundled matrix, a tiny hand-made matrix, and the `docker` marker policy."""
+"""Fixtures every test directory shares: the matrix, the Docker Engine's base image and wheelhouse,
+the registry on loopback, and the `docker` marker policy.
+
+tests/unit/ needs none of the services; tests/integration/ runs real tools (uv, pip, the frameworks,
+check-jsonschema, hadolint) against servers on loopback; tests/engine/ needs a Docker Engine and a
+registry.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from envbuild._testing.pyindex import download_for_target
 from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.matrix.model import Matrix
-
-REPO = Path(__file__).resolve().parent.parent
-MATRIX_DIR = REPO / "matrix"
+from tests.helpers.docker import docker, make_bookworm_image
+from tests.helpers.nvsmi import install_fake_smi
+from tests.helpers.paths import MATRIX_DIR
+from tests.helpers.registry import answers, start_registry, stop
+from tests.helpers.specs import TWO_TARGETS
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -33,6 +43,71 @@ def matrix_copy(tmp_path: Path) -> Path:
     target = tmp_path / "matrix"
     shutil.copytree(MATRIX_DIR, target)
     return target
+
+
+@pytest.fixture
+def two_targets(tmp_path: Path) -> Path:
+    """A spec with two [[target]]s, one of them named with a dot (l4.infer)."""
+    path = tmp_path / "envbuild.toml"
+    path.write_text(TWO_TARGETS)
+    return path
+
+
+@pytest.fixture
+def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The fake nvidia-smi on PATH; call the fixture's value with a capture's file name to load it."""
+    return install_fake_smi(tmp_path, monkeypatch)
+
+
+# --- Docker Engine and registry ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def bookworm_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return make_bookworm_image(tmp_path_factory.mktemp("bookworm"))
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torch 2.13.0, six 1.16.0 and six 1.17.0 for the test images' Python 3.11, from `pip download`."""
+    prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE")  # fetched once by .ci/run
+    if prepared and any(Path(prepared).glob("torch-2.13.0*.whl")) and any(Path(prepared).glob("six-1.17.0*")):
+        return Path(prepared)
+    directory = download_for_target(tmp_path_factory.mktemp("wheelhouse"), "torch==2.13.0", "six==1.16.0")
+    return download_for_target(directory, "six==1.17.0", no_deps=True)
+
+
+@pytest.fixture(scope="session")
+def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28."""
+    return download_for_target(tmp_path_factory.mktemp("framework-wheels"), "torch==2.13.0")
+
+
+@pytest.fixture(scope="session")
+def anonymous_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """ENVBUILD_TEST_REGISTRY (CI), else one already answering on 127.0.0.1:5000, else our own."""
+    host = os.environ.get("ENVBUILD_TEST_REGISTRY")
+    if host:
+        yield host
+        return
+    if answers("127.0.0.1:5000"):
+        yield "127.0.0.1:5000"
+        return
+    host, process = start_registry(tmp_path_factory.mktemp("registry-anon"))
+    yield host
+    stop(process)
+
+
+@pytest.fixture
+def images() -> Iterator[list[str]]:
+    """Tags a test makes: removed afterwards, whatever happened."""
+    tags: list[str] = []
+    yield tags
+    for tag in tags:
+        docker("rmi", "-f", tag, check=False)
+
+
+# --- the docker marker ----------------------------------------------------------------------------
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,8 +17,8 @@ import pytest
 import requests
 
 from envbuild.cli.app import main
-from tests.test_registry import anonymous_registry, free_port
-from tests.test_render_docker import SPEC, bookworm_image, docker, wheelhouse
+from tests.helpers.docker import TORCH_SPEC, docker
+from tests.helpers.registry import free_port
 
 pytestmark = pytest.mark.docker
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
@@ -27,7 +27,9 @@ MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 def spec_for(tmp_path: Path, repository: str, extra: str = "") -> Path:
     path = tmp_path / "envbuild.toml"
     path.write_text(
-        SPEC + f'\n[image]\nrepository = "{repository}"\ntags = ["torch{{framework_version}}-e2e"]\n' + extra
+        TORCH_SPEC
+        + f'\n[image]\nrepository = "{repository}"\ntags = ["torch{{framework_version}}-e2e"]\n'
+        + extra
     )
     return path
 

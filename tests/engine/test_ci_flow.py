@@ -13,8 +13,8 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.oci.registry import resolve_digest
-from tests.test_registry import anonymous_registry, manifest_digest, push
-from tests.test_render_docker import SPEC, bookworm_image, docker, render_and_build, wheelhouse
+from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
+from tests.helpers.registry import manifest_digest, push
 
 pytestmark = pytest.mark.docker
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.docker
 def candidates(tmp_path: Path, bookworm_image: str, wheelhouse: Path, anonymous_registry: str):
     """Two candidates in the registry, built from a torch image: (ref@digest, ref@digest)."""
     torch_tag = "envbuild-test/ci-flow:torch"
-    render_and_build(tmp_path / "torch", SPEC, wheelhouse, bookworm_image, torch_tag)
+    render_and_build(tmp_path / "torch", TORCH_SPEC, wheelhouse, bookworm_image, torch_tag)
     refs, made = [], [torch_tag]
     for name in ("candidate", "unverified"):
         context = tmp_path / name

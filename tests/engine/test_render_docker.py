@@ -7,104 +7,13 @@ reachable), and the wheelhouse holds torch 2.13.0 for Python 3.11 from `pip down
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from envbuild.cli.app import main
-from tests.pyindex import download_for_target
+from tests.helpers.docker import TORCH_SPEC, docker, layers, render_and_build
 
 pytestmark = pytest.mark.docker
-
-BASE_IMAGE = "envbuild-test/bookworm:latest"
-SPEC = """
-[stack]
-driver = "580"
-framework = "torch==2.13.0"
-python = "3.11"
-os = "debian12"
-strategy = "wheels"
-
-[packages]
-pip = ["six==1.16.0"]
-
-[smoke]
-device = "cpu"
-"""
-
-
-def docker_cli() -> str:
-    """A client that speaks BuildKit: Debian's docker.io binary when the first on PATH lacks buildx."""
-    for candidate in (os.environ.get("DOCKER_CLI"), "/usr/bin/docker", shutil.which("docker")):
-        if candidate and os.path.exists(candidate):
-            return candidate
-    pytest.fail("no docker client found (install docker.io)")
-
-
-def docker(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
-    return subprocess.run(
-        [docker_cli(), *args], capture_output=True, text=True, check=check, env=env, **kwargs
-    )
-
-
-@pytest.fixture(scope="session")
-def bookworm_image(tmp_path_factory: pytest.TempPathFactory) -> str:
-    if docker("image", "inspect", BASE_IMAGE, check=False).returncode == 0:
-        return BASE_IMAGE
-    root = tmp_path_factory.mktemp("bookworm") / "rootfs"
-    subprocess.run(
-        ["debootstrap", "--variant=minbase", "bookworm", str(root), "http://deb.debian.org/debian"],
-        check=True,
-        capture_output=True,
-    )
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    subprocess.run(
-        [docker_cli(), "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True, capture_output=True
-    )
-    tar.wait()
-    return BASE_IMAGE
-
-
-@pytest.fixture(scope="session")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE")  # fetched once by .ci/run
-    if prepared and any(Path(prepared).glob("torch-2.13.0*.whl")) and any(Path(prepared).glob("six-1.17.0*")):
-        return Path(prepared)
-    directory = download_for_target(tmp_path_factory.mktemp("wheelhouse"), "torch==2.13.0", "six==1.16.0")
-    return download_for_target(directory, "six==1.17.0", no_deps=True)
-
-
-def render_and_build(workdir: Path, spec_text: str, wheelhouse: Path, base: str, tag: str) -> tuple[str, str]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    spec = workdir / "envbuild.toml"
-    spec.write_text(spec_text)
-    out = workdir / "build"
-    assert (
-        main(
-            ["render", "-f", str(spec), "-o", str(out), "--wheelhouse", str(wheelhouse), "--base-image", base]
-        )
-        == 0
-    )
-    context = out / "default"
-    built = docker("build", "--progress=plain", "-t", tag, str(context), check=False)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    return built.stdout + built.stderr, (context / "Dockerfile").read_text()
-
-
-def layers(tag: str) -> list[str]:
-    return json.loads(docker("image", "inspect", tag, "--format", "{{json .RootFS.Layers}}").stdout)
-
-
-@pytest.fixture
-def images():
-    tags: list[str] = []
-    yield tags
-    for tag in tags:
-        docker("rmi", "-f", tag, check=False)
 
 
 def test_wheels_build_runs_torch_as_non_root(
@@ -115,7 +24,7 @@ def test_wheels_build_runs_torch_as_non_root(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     images.append("envbuild-test/render:one")
-    render_and_build(tmp_path, SPEC, wheelhouse, bookworm_image, images[0])
+    render_and_build(tmp_path, TORCH_SPEC, wheelhouse, bookworm_image, images[0])
     capsys.readouterr()
     ran = docker(
         "run",
@@ -169,9 +78,9 @@ def test_changing_a_user_package_keeps_the_framework_layer(
     context.mkdir()
     (context / "Dockerfile").write_text(f"FROM {bookworm_image}\nRUN echo {base} > /envbuild-test-base\n")
     docker("build", "-q", "-t", base, str(context))
-    _, dockerfile = render_and_build(tmp_path / "a", SPEC, wheelhouse, base, images[0])
+    _, dockerfile = render_and_build(tmp_path / "a", TORCH_SPEC, wheelhouse, base, images[0])
     log, _ = render_and_build(
-        tmp_path / "b", SPEC.replace("six==1.16.0", "six==1.17.0"), wheelhouse, base, images[1]
+        tmp_path / "b", TORCH_SPEC.replace("six==1.16.0", "six==1.17.0"), wheelhouse, base, images[1]
     )
     capsys.readouterr()
     # the framework RUN is reported as taken from cache...

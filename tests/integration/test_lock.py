@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from envbuild._testing.pyindex import PackageIndex, build_wheel
 from envbuild.cli.app import main
 from envbuild.spec.lockfile import load_lock
-from tests.pyindex import PackageIndex, build_wheel, download_for_target
+from tests.helpers.locking import run_lock, spec_text
+from tests.helpers.paths import MATRIX_DIR
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64
 
@@ -38,22 +40,9 @@ def user_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28."""
-    return download_for_target(tmp_path_factory.mktemp("framework-wheels"), "torch==2.13.0")
-
-
-@pytest.fixture(scope="module")
 def indexes(user_wheels: Path, framework_wheels: Path):
     with PackageIndex(user_wheels) as user, PackageIndex(framework_wheels) as framework:
         yield user, framework
-
-
-def spec_text(user_url: str, framework_url: str, pip: str = '["app[fast]", "lib==2.0"]') -> str:
-    return (
-        f'[stack]\ndriver = "580"\nframework = "torch==2.13.0"\npython = "3.11"\nos = "debian12"\n\n'
-        f'[packages]\npip = {pip}\nindex-url = "{user_url}"\nframework-index-url = "{framework_url}"\n'
-    )
 
 
 @pytest.fixture
@@ -63,15 +52,9 @@ def project(tmp_path: Path, indexes) -> Path:
     return tmp_path
 
 
-def lock(capsys: pytest.CaptureFixture[str], project: Path, *args: str) -> tuple[int, str, str]:
-    code = main(["lock", "-f", str(project / "envbuild.toml"), *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_lock_pins_both_layers_with_their_indexes(capsys, project: Path, indexes, user_wheels: Path) -> None:
     user, framework = indexes
-    code, out, err = lock(capsys, project, "--base-image", BASE)
+    code, out, err = run_lock(capsys, project, "--base-image", BASE)
     assert code == 0, err
     locked, intact = load_lock(str(project / "envbuild.lock"))
     assert intact
@@ -91,9 +74,9 @@ def test_lock_pins_both_layers_with_their_indexes(capsys, project: Path, indexes
 
 
 def test_lock_is_byte_stable(capsys, project: Path) -> None:
-    assert lock(capsys, project, "--base-image", BASE)[0] == 0
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
     first = (project / "envbuild.lock").read_bytes()
-    assert lock(capsys, project, "--base-image", BASE)[0] == 0
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
     assert (project / "envbuild.lock").read_bytes() == first
     assert b"created" not in first and b"time" not in first
 
@@ -102,9 +85,9 @@ def test_check_warns_when_the_base_image_is_past_end_of_life(
     capsys, project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eol_base = "nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04@sha256:" + "a" * 64
-    assert lock(capsys, project, "--base-image", eol_base)[0] == 0
+    assert run_lock(capsys, project, "--base-image", eol_base)[0] == 0
     monkeypatch.setenv("ENVBUILD_TODAY", "2026-11-29")  # R535, and so CUDA 12.2 images, ended 2026-06
-    code, out, err = lock(capsys, project, "--check")
+    code, out, err = run_lock(capsys, project, "--check")
     assert code == 0 and "matches" in out  # the lock is current: the warning does not fail CI
     assert (
         "warning: target default: base image nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04 is past end of "
@@ -113,40 +96,40 @@ def test_check_warns_when_the_base_image_is_past_end_of_life(
     assert "(due 2026-12-30)" in err
     assert "fix: move to the nearest supported release nvidia/cuda:13.0.2-cudnn-runtime-ubuntu22.04" in err
     monkeypatch.setenv("ENVBUILD_TODAY", "2025-01-01")
-    code, _, err = lock(capsys, project, "--check")
+    code, _, err = run_lock(capsys, project, "--check")
     assert code == 0 and err == ""
 
 
 def test_check_passes_then_catches_spec_matrix_and_hand_edits(
     capsys, project: Path, tmp_path: Path, indexes
 ) -> None:
-    assert lock(capsys, project, "--base-image", BASE)[0] == 0
-    code, out, _ = lock(capsys, project, "--check")
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
+    code, out, _ = run_lock(capsys, project, "--check")
     assert code == 0 and "matches" in out
 
     spec = project / "envbuild.toml"
     original = spec.read_text()
     user, framework = indexes
     spec.write_text(spec_text(user.url, framework.url, '["app[fast]", "lib==2.0", "base"]'))
-    code, _, err = lock(capsys, project, "--check")
+    code, _, err = run_lock(capsys, project, "--check")
     assert code == 1 and "envbuild.toml changed" in err and "requirement added: base" in err
     spec.write_text(original)
 
     matrix = tmp_path / "matrix"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "matrix", matrix)
+    shutil.copytree(MATRIX_DIR, matrix)
     (matrix / "gpus.toml").write_text((matrix / "gpus.toml").read_text() + "\n# a reviewed edit\n")
-    code, _, err = lock(capsys, project, "--check", "--matrix", str(matrix))
+    code, _, err = run_lock(capsys, project, "--check", "--matrix", str(matrix))
     assert code == 1 and "matrix changed" in err
 
     path = project / "envbuild.lock"
     text = path.read_text()
     digest = text.split('"sha256:', 3)[3][:64]  # a package hash (after the three header digests)
     path.write_text(text.replace(digest, "0" * 64, 1))
-    code, _, err = lock(capsys, project, "--check")
+    code, _, err = run_lock(capsys, project, "--check")
     assert code == 1 and "edited by hand" in err
 
     path.write_text("lock-version = 1\n[[target]]\n")
-    code, _, err = lock(capsys, project, "--check")
+    code, _, err = run_lock(capsys, project, "--check")
     assert code == 1 and "malformed" in err
 
 
@@ -154,15 +137,15 @@ def test_relock_keeps_pins_and_reports_changes(capsys, project: Path, indexes) -
     user, framework = indexes
     spec = project / "envbuild.toml"
     spec.write_text(spec_text(user.url, framework.url, '["lib==1.0"]'))
-    assert lock(capsys, project, "--base-image", BASE)[0] == 0
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
     spec.write_text(spec_text(user.url, framework.url, '["lib==2.0"]'))
-    code, out, _ = lock(capsys, project, "--base-image", BASE)
+    code, out, _ = run_lock(capsys, project, "--base-image", BASE)
     assert code == 0
     assert "+base 1.0" in out and "lib 1.0 -> 2.0" in out
 
 
 def test_render_uses_the_lock(capsys, project: Path) -> None:
-    assert lock(capsys, project, "--base-image", BASE)[0] == 0
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
     out = project / "build"
     assert main(["render", "-f", str(project / "envbuild.toml"), "-o", str(out)]) == 0
     capsys.readouterr()
@@ -176,7 +159,7 @@ def test_render_uses_the_lock(capsys, project: Path) -> None:
 
 
 def test_render_refuses_a_stale_lock(capsys, project: Path, indexes) -> None:
-    assert lock(capsys, project, "--base-image", BASE)[0] == 0
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
     user, framework = indexes
     (project / "envbuild.toml").write_text(spec_text(user.url, framework.url, '["lib==1.0"]'))
     assert main(["render", "-f", str(project / "envbuild.toml"), "-o", str(project / "b")]) == 1
@@ -186,7 +169,7 @@ def test_render_refuses_a_stale_lock(capsys, project: Path, indexes) -> None:
 def test_unresolvable_requirement_is_a_clear_error(capsys, project: Path, indexes) -> None:
     user, framework = indexes
     (project / "envbuild.toml").write_text(spec_text(user.url, framework.url, '["lib==9.9"]'))
-    code, _, err = lock(capsys, project, "--base-image", BASE)
+    code, _, err = run_lock(capsys, project, "--base-image", BASE)
     assert code == 1
     assert "no set of versions" in err and "lib" in err
     assert not (project / "envbuild.lock").exists()
@@ -194,93 +177,11 @@ def test_unresolvable_requirement_is_a_clear_error(capsys, project: Path, indexe
 
 # --- real registry and engine: the digest in the lock, and a tampered hash failing the build
 
-from tests.test_registry import anonymous_registry, manifest_digest, push  # noqa: E402
-from tests.test_render_docker import bookworm_image, docker  # noqa: E402
-
-
-@pytest.fixture
-def pushed_base(bookworm_image: str, anonymous_registry: str):
-    ref = f"{anonymous_registry}/envbuild-test/lock-base:latest"
-    docker("tag", bookworm_image, ref)
-    push(ref)
-    yield ref, anonymous_registry
-    docker("rmi", ref, check=False)
-
-
-@pytest.mark.docker
-def test_locked_build_checks_hashes_and_a_tampered_one_fails(
-    capsys, tmp_path: Path, framework_wheels: Path, pushed_base
-) -> None:
-    import subprocess
-    import sys
-
-    ref, registry = pushed_base
-    user_dir = tmp_path / "user-wheels"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "six==1.16.0", "-d", str(user_dir)],
-        check=True,
-    )
-    wheelhouse = tmp_path / "wheelhouse"
-    shutil.copytree(framework_wheels, wheelhouse)
-    shutil.copy(next(user_dir.glob("six-*.whl")), wheelhouse)
-    with PackageIndex(user_dir) as user, PackageIndex(framework_wheels) as framework:
-        (tmp_path / "envbuild.toml").write_text(spec_text(user.url, framework.url, '["six==1.16.0"]'))
-        assert lock(capsys, tmp_path, "--base-image", ref)[0] == 0
-    locked, _ = load_lock(str(tmp_path / "envbuild.lock"))
-    digest = manifest_digest(registry, "envbuild-test/lock-base", "latest")
-    assert locked.targets[0].base_image == f"{ref}@{digest}"
-
-    def build(tag: str) -> subprocess.CompletedProcess[str]:
-        out = tmp_path / "build"
-        assert (
-            main(
-                [
-                    "render",
-                    "-f",
-                    str(tmp_path / "envbuild.toml"),
-                    "-o",
-                    str(out),
-                    "--wheelhouse",
-                    str(wheelhouse),
-                ]
-            )
-            == 0
-        )
-        capsys.readouterr()
-        assert f"FROM {ref}@{digest}" in (out / "default" / "Dockerfile").read_text()
-        return docker("build", "--progress=plain", "-t", tag, str(out / "default"), check=False)
-
-    good = build("envbuild-test/locked:good")
-    try:
-        assert good.returncode == 0, good.stderr[-3000:]
-        ran = docker(
-            "run",
-            "--rm",
-            "--network",
-            "none",
-            "envbuild-test/locked:good",
-            "python",
-            "-c",
-            "import torch, six; print(torch.__version__, six.__version__)",
-        )
-        assert ran.stdout.split()[1] == "1.16.0"
-    finally:
-        docker("rmi", "-f", "envbuild-test/locked:good", check=False)
-
-    path = tmp_path / "envbuild.lock"
-    six = next(p for p in locked.targets[0].packages if p.name == "six")
-    path.write_text(path.read_text().replace(six.hashes[0], "sha256:" + "0" * 64))
-    bad = build("envbuild-test/locked:bad")
-    docker("rmi", "-f", "envbuild-test/locked:bad", check=False)
-    assert bad.returncode != 0
-    log = bad.stdout + bad.stderr
-    assert "DO NOT MATCH THE HASHES" in log and "six" in log
-
 
 def test_pylock_export_is_pep_751(capsys, project: Path, indexes) -> None:
     from envbuild._util import toml as _toml
 
-    code, _, err = lock(capsys, project, "--base-image", BASE, "--pylock")
+    code, _, err = run_lock(capsys, project, "--base-image", BASE, "--pylock")
     assert code == 0, err
     data = _toml.loads((project / "pylock.default.toml").read_text())
     assert data["lock-version"] == "1.0" and data["created-by"] == "envbuild"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.pyindex import JSON_TYPE, PackageIndex, build_wheel
+from envbuild._testing.pyindex import JSON_TYPE, PackageIndex, build_wheel
+from tests.helpers.paths import REPO
 
 PYTHON = REPO / ".venv" / "bin" / "python"
 UV = REPO / ".venv" / "bin" / "uv"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 
 @pytest.mark.slow
@@ -48,7 +48,7 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
         [
             str(venv / "bin" / "python"),
             "-c",
-            "from envbuild.matrix.model import default_matrix_dir; print(default_matrix_dir())",
+            "from envbuild.matrix.load import default_matrix_dir; print(default_matrix_dir())",
         ],
         cwd=elsewhere,
         env=env,

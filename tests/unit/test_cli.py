@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
-from tests.conftest import REPO
+from tests.helpers.paths import REPO
 
 STACK_KEYS = {
     "framework",

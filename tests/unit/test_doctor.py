@@ -5,81 +5,16 @@ the real dockerd for the Engine checks.
 
 from __future__ import annotations
 
-import json
-import os
-import stat
-import sys
 from pathlib import Path
 
 import pytest
 
 from envbuild import __version__
 from envbuild.cli.app import main
-from envbuild.host.nvsmi import QUERY_FIELDS, parse_banner, parse_query, reason_names
+from envbuild.host.nvsmi import parse_banner, parse_query, reason_names
 from envbuild.smoke._common import require_satisfied
 from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, write_lock
-
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "nvidia-smi"
-CU124_ARCH = "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
-
-FAKE = """#!{python}
-# A stand-in nvidia-smi that answers from captured output in $FAKE_SMI_DIR.
-import os, sys
-d = os.environ["FAKE_SMI_DIR"]
-args = sys.argv[1:]
-def emit(name):
-    path = os.path.join(d, name)
-    if not os.path.exists(path):
-        return False
-    sys.stdout.write(open(path).read())
-    return True
-if not args:
-    sys.exit(0 if emit("banner.txt") else 9)
-if args[0].startswith("--query-gpu="):
-    fields = args[0].split("=", 1)[1]
-    wanted = os.path.join(d, "fields.txt")
-    if os.path.exists(wanted) and open(wanted).read().strip() == fields:
-        emit("query.csv"); sys.exit(0)
-    print('Field "%s" is not a valid field to query.' % fields.split(",")[-1]); sys.exit(2)
-if args[0].startswith("--query-compute-apps="):
-    emit("apps.csv"); sys.exit(0)
-if args[0] == "-q":
-    emit("q.txt"); sys.exit(0)
-sys.exit(3)
-"""
-
-
-@pytest.fixture
-def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Install the fake nvidia-smi; returns a function that loads a capture into it."""
-    bin_dir = tmp_path / "bin"
-    data = tmp_path / "smi"
-    bin_dir.mkdir()
-    data.mkdir()
-    script = bin_dir / "nvidia-smi"
-    script.write_text(FAKE.format(python=sys.executable))
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_SMI_DIR", str(data))
-
-    def load(banner: str, query_csv: str | None = None, q: str | None = None) -> None:
-        (data / "banner.txt").write_text((FIXTURES / banner).read_text())
-        if query_csv is not None:
-            (data / "query.csv").write_text(query_csv)
-            (data / "fields.txt").write_text(",".join(QUERY_FIELDS))
-        if q is not None:
-            (data / "q.txt").write_text(q)
-
-    return load
-
-
-def doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
-    code = main(["doctor", "--json", *args])
-    return code, json.loads(capsys.readouterr().out)
-
-
-def by_name(report: dict) -> dict[str, dict]:
-    return {c["name"]: c for c in report["checks"]}
+from tests.helpers.nvsmi import CAPTURES, CU124_ARCH, by_name, doctor
 
 
 def write_cuda_lock(
@@ -129,17 +64,17 @@ def write_cuda_lock(
 
 
 def test_banner_captures_parse() -> None:
-    a100 = parse_banner((FIXTURES / "banner_535_a100_4gpu_processes.txt").read_text())
+    a100 = parse_banner((CAPTURES / "banner_535_a100_4gpu_processes.txt").read_text())
     assert (a100.driver_version, a100.cuda_version, len(a100.gpus)) == ("535.216.01", "12.2", 4)
     assert a100.gpus[0].name == "NVIDIA A100-SXM4-80GB" and a100.gpus[0].memory_total_mib == 81920
     assert [p.used_mib for p in a100.gpus[0].processes] == [3606]
-    h100 = parse_banner((FIXTURES / "banner_550_h100_8gpu.txt").read_text())
+    h100 = parse_banner((CAPTURES / "banner_550_h100_8gpu.txt").read_text())
     assert (h100.driver_version, h100.cuda_version, len(h100.gpus)) == ("550.127.05", "12.4", 8)
     assert all(g.name == "NVIDIA H100 80GB HBM3" for g in h100.gpus)
 
 
 def test_new_banner_wording_parses() -> None:
-    kmd = [p for p in FIXTURES.glob("banner_kmd_*.txt")]
+    kmd = [p for p in CAPTURES.glob("banner_kmd_*.txt")]
     text = (
         kmd[0].read_text()
         if kmd
@@ -299,50 +234,10 @@ def test_no_nvidia_smi_fails_and_docker_checks_still_run(capsys, monkeypatch, tm
     assert "docker engine" in checks and checks["driver vs matrix"]["status"] == "skip"
 
 
-@pytest.mark.docker
-def test_docker_checks_on_the_real_engine(capsys, fake_smi) -> None:
-    fake_smi("banner_550_h100_8gpu.txt")
-    _, report = doctor(capsys)
-    checks = by_name(report)
-    assert checks["docker engine"]["status"] == "ok" and checks["docker engine"]["evidence"].startswith(
-        "Docker "
-    )
-    runtime = checks["nvidia runtime"]  # this engine has no NVIDIA runtime, and must say so
-    assert runtime["status"] == "fail" and "nvidia-ctk runtime configure" in runtime["fix"]
-
-
-@pytest.mark.docker
-def test_image_verdict_reads_labels_and_require_cuda(capsys, fake_smi, tmp_path: Path) -> None:
-    from tests.test_render_docker import bookworm_image, docker
-
-    base = "envbuild-test/bookworm:latest"
-    if docker("image", "inspect", base, check=False).returncode != 0:
-        pytest.fail("the bookworm base image is built by tests/test_render_docker.py's fixture")
-    context = tmp_path / "ctx"
-    context.mkdir()
-    (context / "Dockerfile").write_text(
-        f"FROM {base}\nENV NVIDIA_REQUIRE_CUDA=cuda>=12.4\n"
-        f'LABEL io.envbuild.cuda="12.4" io.envbuild.compat="native" io.envbuild.gpu-arch="{CU124_ARCH}"\n'
-    )
-    tag = "envbuild-test/doctor-image:latest"
-    docker("build", "-q", "-t", tag, str(context))
-    try:
-        fake_smi("banner_535_a100_4gpu_processes.txt")
-        code, report = doctor(capsys, "--image", tag)
-        verdict = by_name(report)[f"image {tag}"]
-        assert code == 1 and verdict["status"] == "fail"
-        assert "NVIDIA_REQUIRE_CUDA (cuda>=12.4)" in verdict["evidence"]
-        fake_smi("banner_550_h100_8gpu.txt")
-        _, report = doctor(capsys, "--image", tag)
-        assert by_name(report)[f"image {tag}"]["status"] == "ok"
-    finally:
-        docker("rmi", "-f", tag, check=False)
-
-
 def test_q_throttle_capture_marks_the_gpu(capsys, fake_smi) -> None:
     from envbuild.host.nvsmi import parse_q_reasons
 
-    capture = (FIXTURES / "q_throttle_hw_power_brake_v100_section.txt").read_text()
+    capture = (CAPTURES / "q_throttle_hw_power_brake_v100_section.txt").read_text()
     assert reason_names(parse_q_reasons(capture)[0])[0] == ["HW slowdown", "HW power brake slowdown"]
     fake_smi("banner_470_geforce_processes.txt", q=capture)  # banner path: reasons come from -q
     _, report = doctor(capsys)

@@ -7,21 +7,13 @@ every image they make, by id: nothing is ever tagged.
 from __future__ import annotations
 
 import io
-import json
-import re
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 from envbuild.errors import BuildError, EnvbuildError
 from envbuild.image import engine
-from envbuild.image.engine import BuildResult, Progress, build_image, choose_backend
-from tests.test_render_docker import BASE_IMAGE, bookworm_image, docker  # bookworm_image: a fixture
-
-BACKENDS = ["api", "buildkit"]
-
+from envbuild.image.engine import Progress, build_image, choose_backend
 
 # --- without an Engine -----------------------------------------------------------------------------
 
@@ -112,124 +104,6 @@ def test_progress_redraws_one_line_on_a_tty(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 # --- with an Engine --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def image_ids(tmp_path: Path):
-    """Ids to remove after the test; also the classic builder's intermediate images named in the logs."""
-    ids: list[str] = []
-    yield ids
-    for image_id in ids:
-        docker("rmi", "-f", image_id, check=False)
-    base = docker("image", "inspect", "--format", "{{.Id}}", BASE_IMAGE, check=False).stdout.strip()
-    for log in tmp_path.rglob("*.log"):
-        for short in re.findall(r"^ ---> ([0-9a-f]{12})$", log.read_text(), re.MULTILINE):
-            if not base.startswith(f"sha256:{short}"):
-                docker("rmi", short, check=False)  # never -f: an image still in use stays
-
-
-def context(tmp_path: Path, *lines: str, files: dict[str, str] | None = None) -> str:
-    directory = tmp_path / "context"
-    directory.mkdir()
-    (directory / "Dockerfile").write_text("\n".join([f"FROM {BASE_IMAGE}", *lines]) + "\n")
-    for name, text in (files or {}).items():
-        (directory / name).write_text(text)
-    return str(directory)
-
-
-@pytest.mark.docker
-def test_auto_is_buildkit_here() -> None:
-    assert choose_backend("auto") == "buildkit"
-
-
-@pytest.mark.docker
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_builds_an_untagged_image(
-    tmp_path: Path, bookworm_image: str, image_ids: list[str], backend: str
-) -> None:
-    token = uuid.uuid4().hex
-    ctx = context(tmp_path, f"RUN echo built-{token} && echo hi > /hi", "LABEL x=y")
-    log = tmp_path / "logs" / "deep" / "build.log"
-    seen: list[str] = []
-    result = build_image(
-        ctx,
-        backend=backend,
-        log_path=str(log),
-        no_cache=True,
-        progress=seen.append,
-        labels={"io.envbuild.test": token},
-    )
-    image_ids.append(result.image_id)
-    assert isinstance(result, BuildResult)
-    assert result.backend == backend and result.image_id.startswith("sha256:") and result.seconds > 0
-    assert result.steps >= 2
-    inspected = json.loads(docker("image", "inspect", result.image_id).stdout)[0]
-    assert inspected["Id"] == result.image_id
-    assert inspected["RepoTags"] == []
-    assert inspected["Config"]["Labels"]["x"] == "y"
-    assert inspected["Config"]["Labels"]["io.envbuild.test"] == token
-    text = log.read_text()
-    assert f"built-{token}" in text  # the RUN's own output: the log holds everything
-    assert any(line.startswith("step 2/") and "RUN echo built-" in line for line in seen), seen
-    ran = docker("run", "--rm", "--network", "none", result.image_id, "cat", "/hi")
-    assert ran.stdout.strip() == "hi"
-
-
-@pytest.mark.docker
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_failing_run_names_the_step(
-    tmp_path: Path, bookworm_image: str, image_ids: list[str], backend: str
-) -> None:
-    token = uuid.uuid4().hex
-    ctx = context(tmp_path, f"RUN echo before-{token}", "RUN false", "LABEL x=y")
-    log = tmp_path / "build.log"
-    with pytest.raises(BuildError) as raised:
-        build_image(ctx, backend=backend, log_path=str(log))
-    error = raised.value
-    assert "step 3/" in error.message and "RUN false" in error.message, error.message
-    assert error.fix == f"read the full log: {log}"
-    text = log.read_text()
-    assert f"before-{token}" in text and "RUN false" in text
-    assert "build stopped: BuildError" in text
-
-
-@pytest.mark.docker
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_an_interrupt_stops_the_build_and_propagates(
-    tmp_path: Path, bookworm_image: str, image_ids: list[str], backend: str
-) -> None:
-    token = uuid.uuid4().hex
-    ctx = context(tmp_path, f"RUN echo {token} && sleep 60")
-
-    def interrupt(line: str) -> None:
-        if line.startswith("step 2/"):
-            raise KeyboardInterrupt
-
-    log = tmp_path / "build.log"
-    started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        build_image(ctx, backend=backend, log_path=str(log), progress=interrupt)
-    assert time.monotonic() - started < 30
-    assert log.read_text().endswith("# envbuild: build stopped: KeyboardInterrupt\n")
-    # the Engine cancels the build: no container keeps sleeping (the classic builder's are listed)
-    for _ in range(40):
-        listed = docker("ps", "-a", "--no-trunc", "--format", "{{.Command}}").stdout
-        if token not in listed:
-            break
-        time.sleep(0.5)
-    assert token not in listed
-
-
-@pytest.mark.docker
-def test_api_backend_copies_files_from_the_context(
-    tmp_path: Path, bookworm_image: str, image_ids: list[str]
-) -> None:
-    token = uuid.uuid4().hex
-    ctx = context(tmp_path, "COPY payload.txt /opt/payload.txt", files={"payload.txt": token})
-    result = build_image(ctx, backend="api", log_path=str(tmp_path / "build.log"))
-    image_ids.append(result.image_id)
-    ran = docker("run", "--rm", "--network", "none", result.image_id, "cat", "/opt/payload.txt")
-    assert ran.stdout == token
 
 
 def test_a_missing_context_is_a_build_error(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
+from tests.helpers.paths import MATRIX_DIR
 
 
 def check(capsys: pytest.CaptureFixture[str], root: Path) -> tuple[int, str]:
@@ -22,7 +23,7 @@ def edit(path: Path, old: str, new: str) -> None:
 
 
 def test_bundled_matrix_passes(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = check(capsys, Path(__file__).resolve().parent.parent / "matrix")
+    code, out = check(capsys, MATRIX_DIR)
     assert code == 0, out
     assert "matrix OK" in out
 

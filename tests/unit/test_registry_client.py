@@ -5,15 +5,12 @@ htpasswd basic auth, compared with what the registry and `docker push` report.""
 from __future__ import annotations
 
 import base64
-import contextlib
 import http.server
 import json
-import os
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,13 +18,12 @@ import pytest
 import requests
 
 from envbuild.errors import EnvbuildError, UsageError
-from envbuild.oci.reference import Reference, parse_reference
+from envbuild.oci.reference import Reference, parse_reference, registry_host
 from envbuild.oci.registry import MANIFEST_ACCEPT, pinned, registry_scheme, resolve_digest
-from tests.test_render_docker import bookworm_image, docker
+from tests.helpers.registry import write_docker_config
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 OTHER_DIGEST = "sha256:" + "f" * 64
-REPO = "envbuild-test/bookworm"
 
 
 # --- parse_reference ------------------------------------------------------------------------------
@@ -177,6 +173,13 @@ def test_parse_reference_rejects_malformed(ref: str, why: str) -> None:
     assert "NAME[:TAG][@sha256:DIGEST]" in (caught.value.fix or "")
 
 
+def test_registry_host():
+    assert registry_host("ghcr.io/acme/train") == "ghcr.io"
+    assert registry_host("localhost:5000/train") == "localhost:5000"
+    assert registry_host("acme/train") == "docker.io"
+    assert registry_host("train") == "docker.io"
+
+
 def test_pinned_with_a_digest_needs_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_network(*args: object, **kwargs: object) -> None:
         raise AssertionError("network used")
@@ -292,13 +295,6 @@ def fake_registry() -> Iterator[FakeRegistry]:
     server.server.server_close()
 
 
-def write_docker_config(directory: Path, host: str, user: str, password: str) -> str:
-    directory.mkdir(parents=True, exist_ok=True)
-    auth = base64.b64encode(f"{user}:{password}".encode()).decode()
-    (directory / "config.json").write_text(json.dumps({"auths": {host: {"auth": auth}}}))
-    return str(directory)
-
-
 def test_bearer_token_flow_anonymous(fake_registry: FakeRegistry, tmp_path: Path) -> None:
     ref = f"{fake_registry.host}/x/y:v1"
     assert resolve_digest(ref, docker_config=str(tmp_path)) == DIGEST
@@ -341,11 +337,14 @@ def test_digest_falls_back_to_sha256_of_the_body(fake_registry: FakeRegistry, tm
     assert resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path)) == expected
 
 
-def test_5xx_is_retried_with_backoff_and_4xx_is_not(fake_registry: FakeRegistry, tmp_path: Path) -> None:
+def test_5xx_is_retried_with_backoff_and_4xx_is_not(
+    fake_registry: FakeRegistry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr("envbuild._util.http.time.sleep", waits.append)
     fake_registry.fail_first = 2
-    started = time.monotonic()
     assert resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path), retries=2) == DIGEST
-    assert time.monotonic() - started >= 1.5  # slept 0.5 s, then 1 s
+    assert waits == [0.5, 1.0]  # the one retry policy: doubling waits from BACKOFF_START_S
     fake_registry.requests.clear()
     with pytest.raises(EnvbuildError, match="tag 'missing' not found"):
         resolve_digest(f"{fake_registry.host}/x/y:missing", docker_config=str(tmp_path), retries=3)
@@ -359,191 +358,20 @@ def test_5xx_is_retried_with_backoff_and_4xx_is_not(fake_registry: FakeRegistry,
         resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path), retries=1)
 
 
-def test_unreachable_registry_is_named_quickly() -> None:
+def test_unreachable_registry_is_named_quickly(monkeypatch: pytest.MonkeyPatch) -> None:
+    waits: list[float] = []
+    monkeypatch.setattr("envbuild._util.http.time.sleep", waits.append)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    started = time.monotonic()
     with pytest.raises(EnvbuildError) as caught:
         resolve_digest(f"127.0.0.1:{port}/x/y:t", retries=1, timeout=5)
-    assert time.monotonic() - started < 5
+    assert waits == [0.5]  # refused at once and retried once, not timed out
     assert f"registry 127.0.0.1:{port} is unreachable after 2 attempt(s)" in caught.value.message
     assert caught.value.fix
 
 
 # --- Debian's docker-registry, for real (docker) ----------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def answers(host: str, auth: tuple[str, str] | None = None) -> bool:
-    try:
-        return requests.get(f"http://{host}/v2/", timeout=2, auth=auth).status_code == 200
-    except requests.RequestException:
-        return False
-
-
-def start_registry(directory: Path, extra_yaml: str = "") -> tuple[str, subprocess.Popen[bytes]]:
-    host = f"127.0.0.1:{free_port()}"
-    directory.mkdir(parents=True, exist_ok=True)
-    config = directory / "config.yml"
-    config.write_text(
-        "version: 0.1\n"
-        "log:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {directory / 'storage'}\n  delete:\n    enabled: true\n"
-        f"http:\n  addr: {host}\n" + extra_yaml
-    )
-    log = (directory / "registry.log").open("wb")
-    process = subprocess.Popen(
-        ["docker-registry", "serve", str(config)], stdout=log, stderr=subprocess.STDOUT
-    )
-    for _ in range(100):
-        try:
-            requests.get(f"http://{host}/v2/", timeout=1)
-            return host, process
-        except requests.RequestException:
-            if process.poll() is not None:
-                break
-            time.sleep(0.2)
-    stop(process)
-    pytest.fail(
-        f"docker-registry did not start on {host}: {(directory / 'registry.log').read_text()[-2000:]}"
-    )
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-@pytest.fixture(scope="module")
-def anonymous_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """ENVBUILD_TEST_REGISTRY (CI), else one already answering on 127.0.0.1:5000, else our own."""
-    host = os.environ.get("ENVBUILD_TEST_REGISTRY")
-    if host:
-        yield host
-        return
-    if answers("127.0.0.1:5000"):
-        yield "127.0.0.1:5000"
-        return
-    host, process = start_registry(tmp_path_factory.mktemp("registry-anon"))
-    yield host
-    stop(process)
-
-
-def push(tag: str, *config: str) -> None:
-    pushed = docker(*config, "push", tag, check=False)
-    assert pushed.returncode == 0, pushed.stdout[-2000:] + pushed.stderr[-2000:]
-
-
-def manifest_digest(host: str, repo: str, tag: str, auth: tuple[str, str] | None = None) -> str:
-    response = requests.get(
-        f"http://{host}/v2/{repo}/manifests/{tag}", headers={"Accept": MANIFEST_ACCEPT}, auth=auth, timeout=10
-    )
-    assert response.status_code == 200, response.text
-    return response.headers["Docker-Content-Digest"]
-
-
-def delete_manifest(host: str, repo: str, digest: str, auth: tuple[str, str] | None = None) -> None:
-    with contextlib.suppress(requests.RequestException):
-        requests.delete(f"http://{host}/v2/{repo}/manifests/{digest}", auth=auth, timeout=10)
-
-
-@pytest.fixture(scope="module")
-def pushed_anonymous(bookworm_image: str, anonymous_registry: str) -> Iterator[str]:
-    tag = f"{anonymous_registry}/{REPO}:latest"
-    docker("tag", bookworm_image, tag)
-    try:
-        push(tag)
-        digest = manifest_digest(anonymous_registry, REPO, "latest")
-        yield tag
-        delete_manifest(anonymous_registry, REPO, digest)
-    finally:
-        docker("rmi", tag, check=False)
-
-
-@pytest.mark.docker
-def test_anonymous_registry_digest_matches_registry_and_docker(pushed_anonymous: str) -> None:
-    host = pushed_anonymous.split("/", 1)[0]
-    expected = manifest_digest(host, REPO, "latest")
-    assert resolve_digest(pushed_anonymous) == expected
-    repo_digests = json.loads(
-        docker("image", "inspect", pushed_anonymous, "--format", "{{json .RepoDigests}}").stdout
-    )
-    assert f"{host}/{REPO}@{expected}" in repo_digests
-    assert pinned(pushed_anonymous) == f"{pushed_anonymous}@{expected}"
-
-
-@pytest.mark.docker
-def test_missing_tag_and_missing_repository_are_told_apart(pushed_anonymous: str) -> None:
-    host = pushed_anonymous.split("/", 1)[0]
-    with pytest.raises(EnvbuildError) as tag_missing:
-        resolve_digest(f"{host}/{REPO}:no-such-tag")
-    assert tag_missing.value.message == f"tag 'no-such-tag' not found in {host}/{REPO}"
-    with pytest.raises(EnvbuildError) as repo_missing:
-        resolve_digest(f"{host}/envbuild-test/no-such-repo:latest")
-    assert repo_missing.value.message == f"repository envbuild-test/no-such-repo not found on registry {host}"
-    assert tag_missing.value.fix and repo_missing.value.fix
-
-
-@pytest.mark.docker
-def test_htpasswd_registry_needs_docker_login(
-    bookworm_image: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import bcrypt
-
-    user, password = "envbuild", "pw-Kq83-not-in-messages"
-    htpasswd = tmp_path / "htpasswd"
-    htpasswd.write_bytes(user.encode() + b":" + bcrypt.hashpw(password.encode(), bcrypt.gensalt()) + b"\n")
-    auth_yaml = f"auth:\n  htpasswd:\n    realm: envbuild-test\n    path: {htpasswd}\n"
-    host, process = start_registry(tmp_path / "registry", auth_yaml)
-    config = tmp_path / "docker-config"
-    config.mkdir()
-    tag = f"{host}/{REPO}:latest"
-    try:
-        login = docker(
-            "--config",
-            str(config),
-            "login",
-            host,
-            "-u",
-            user,
-            "--password-stdin",
-            input=password,
-            check=False,
-        )
-        assert login.returncode == 0, login.stderr
-        docker("tag", bookworm_image, tag)
-        push(tag, "--config", str(config))
-        expected = manifest_digest(host, REPO, "latest", auth=(user, password))
-
-        assert resolve_digest(tag, docker_config=str(config)) == expected
-
-        monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "empty"))  # no ~/.docker either
-        with pytest.raises(EnvbuildError) as caught:
-            resolve_digest(tag)
-        text = f"{caught.value.render()} {caught.value!r}"
-        assert f"docker login {host}" in text
-        assert password not in text
-
-        wrong = write_docker_config(tmp_path / "wrong", host, user, "wrong-" + password)
-        with pytest.raises(EnvbuildError) as refused:
-            resolve_digest(tag, docker_config=wrong)
-        text = f"{refused.value.render()} {refused.value!r}"
-        assert "docker login" in text and password not in text
-    finally:
-        docker("rmi", tag, check=False)
-        stop(process)
 
 
 def test_name_unknown_is_a_missing_repository(fake_registry: FakeRegistry, tmp_path: Path) -> None:

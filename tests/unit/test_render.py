@@ -17,9 +17,8 @@ from envbuild.render.context import render_files, write_context
 from envbuild.render.plan import build_plan
 from envbuild.render.wheelhouse import framework_closure
 from envbuild.spec.model import load_spec
-from tests.conftest import REPO
+from tests.helpers.paths import GOLDEN, REPO
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
 FRAMEWORKS = {  # one release per framework that every strategy can build for its driver
     "torch": ('"torch==2.5.1"', "550", '["numpy==2.1.3"]', '["libgomp1"]'),
     "tensorflow": ('"tensorflow==2.15.1"', "535", '["pandas==2.2.3"]', "[]"),

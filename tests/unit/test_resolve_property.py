@@ -15,7 +15,7 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix, Release, Variant
 from envbuild.resolve.query import Query, build_query
 from envbuild.resolve.solver import candidate_label, resolve
-from tests.conftest import MATRIX_DIR
+from tests.helpers.paths import MATRIX_DIR
 
 
 @cache

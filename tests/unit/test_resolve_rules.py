@@ -11,7 +11,7 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import Resolution, candidate_label, resolve
-from tests.minimatrix import write_minimatrix
+from tests.helpers.minimatrix import write_minimatrix
 
 
 @pytest.fixture(scope="module")

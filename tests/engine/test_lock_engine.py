@@ -1,0 +1,95 @@
+"""A lock on the real registry and Engine: the base image pinned by digest, and a tampered hash
+failing the build."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envbuild._testing.pyindex import PackageIndex
+from envbuild.cli.app import main
+from envbuild.spec.lockfile import load_lock
+from tests.helpers.docker import docker
+from tests.helpers.locking import run_lock, spec_text
+from tests.helpers.registry import manifest_digest, push
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def pushed_base(bookworm_image: str, anonymous_registry: str):
+    ref = f"{anonymous_registry}/envbuild-test/lock-base:latest"
+    docker("tag", bookworm_image, ref)
+    push(ref)
+    yield ref, anonymous_registry
+    docker("rmi", ref, check=False)
+
+
+def test_locked_build_checks_hashes_and_a_tampered_one_fails(
+    capsys, tmp_path: Path, framework_wheels: Path, pushed_base
+) -> None:
+    ref, registry = pushed_base
+    user_dir = tmp_path / "user-wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "six==1.16.0", "-d", str(user_dir)],
+        check=True,
+    )
+    wheelhouse = tmp_path / "wheelhouse"
+    shutil.copytree(framework_wheels, wheelhouse)
+    shutil.copy(next(user_dir.glob("six-*.whl")), wheelhouse)
+    with PackageIndex(user_dir) as user, PackageIndex(framework_wheels) as framework:
+        (tmp_path / "envbuild.toml").write_text(spec_text(user.url, framework.url, '["six==1.16.0"]'))
+        assert run_lock(capsys, tmp_path, "--base-image", ref)[0] == 0
+    locked, _ = load_lock(str(tmp_path / "envbuild.lock"))
+    digest = manifest_digest(registry, "envbuild-test/lock-base", "latest")
+    assert locked.targets[0].base_image == f"{ref}@{digest}"
+
+    def build(tag: str) -> subprocess.CompletedProcess[str]:
+        out = tmp_path / "build"
+        assert (
+            main(
+                [
+                    "render",
+                    "-f",
+                    str(tmp_path / "envbuild.toml"),
+                    "-o",
+                    str(out),
+                    "--wheelhouse",
+                    str(wheelhouse),
+                ]
+            )
+            == 0
+        )
+        capsys.readouterr()
+        assert f"FROM {ref}@{digest}" in (out / "default" / "Dockerfile").read_text()
+        return docker("build", "--progress=plain", "-t", tag, str(out / "default"), check=False)
+
+    good = build("envbuild-test/locked:good")
+    try:
+        assert good.returncode == 0, good.stderr[-3000:]
+        ran = docker(
+            "run",
+            "--rm",
+            "--network",
+            "none",
+            "envbuild-test/locked:good",
+            "python",
+            "-c",
+            "import torch, six; print(torch.__version__, six.__version__)",
+        )
+        assert ran.stdout.split()[1] == "1.16.0"
+    finally:
+        docker("rmi", "-f", "envbuild-test/locked:good", check=False)
+
+    path = tmp_path / "envbuild.lock"
+    six = next(p for p in locked.targets[0].packages if p.name == "six")
+    path.write_text(path.read_text().replace(six.hashes[0], "sha256:" + "0" * 64))
+    bad = build("envbuild-test/locked:bad")
+    docker("rmi", "-f", "envbuild-test/locked:bad", check=False)
+    assert bad.returncode != 0
+    log = bad.stdout + bad.stderr
+    assert "DO NOT MATCH THE HASHES" in log and "six" in log

@@ -1,0 +1,204 @@
+"""verify and promote on the real Engine: the smoke step in a throwaway container, and only passing
+images labelled, tagged and pushed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from envbuild.errors import PromoteError, VerifyError
+from envbuild.image.promote import Promotion, promote, report_digest
+from envbuild.image.verify import Verification, verify_image
+from envbuild.oci.registry import resolve_digest
+
+# bookworm_image and wheelhouse are fixtures, used by name
+from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
+
+pytestmark = pytest.mark.docker
+
+TORCH_IMAGE = "envbuild-test/verify:torch"
+
+
+LR0_IMAGE = "envbuild-test/verify:lr0"
+
+
+REGISTRY = os.environ.get("ENVBUILD_TEST_REGISTRY") or "127.0.0.1:5000"
+
+
+MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+def smoke_containers(image: str = TORCH_IMAGE) -> list[str]:
+    """This module's smoke containers (other users of the engine may run their own meanwhile)."""
+    return docker(
+        "ps", "-aq", "--filter", "label=io.envbuild.role=smoke", "--filter", f"ancestor={image}"
+    ).stdout.split()
+
+
+def image_id(ref: str) -> str:
+    return docker("image", "inspect", ref, "--format", "{{.Id}}").stdout.strip()
+
+
+def inspect(ref: str) -> dict:
+    return json.loads(docker("image", "inspect", ref).stdout)[0]
+
+
+@pytest.fixture(scope="module")
+def torch_image(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, bookworm_image: str
+) -> Iterator[str]:
+    if docker("image", "inspect", TORCH_IMAGE, check=False).returncode == 0:
+        yield TORCH_IMAGE
+        return
+    house = request.getfixturevalue("wheelhouse")
+    render_and_build(tmp_path_factory.mktemp("verify"), TORCH_SPEC, house, bookworm_image, TORCH_IMAGE)
+    yield TORCH_IMAGE
+    docker("rmi", TORCH_IMAGE, check=False)
+
+
+@pytest.fixture(scope="module")
+def passed_report(torch_image: str) -> dict:
+    verification = verify_image(torch_image, device="cpu", steps=10, timeout=300)
+    assert verification.passed, verification.report
+    return verification.report
+
+
+def test_verify_cpu_passes_and_leaves_no_container(torch_image: str) -> None:
+    verification = verify_image(torch_image, device="cpu", steps=10, timeout=300)
+    assert isinstance(verification, Verification)
+    report = verification.report
+    assert verification.passed is True and verification.exit_code == 0, report
+    assert verification.device == "cpu" and verification.seconds > 0
+    assert report["framework"] == "torch" and report["passed"] is True and report["failed"] == []
+    assert report["device_used"] == "cpu" and report["steps"] == 10
+    assert report["gates"]["training"] == "passed" and report["gates"]["import"] == "passed"
+    assert report["gates"]["driver"].startswith("skipped")
+    assert smoke_containers() == []
+
+
+def test_verify_gpu_without_toolkit_says_so_and_leaves_no_container(torch_image: str) -> None:
+    with pytest.raises(VerifyError) as caught:
+        verify_image(torch_image, device="gpu", steps=2, timeout=120)
+    assert caught.value.message.startswith("this Docker host cannot give containers a GPU")
+    assert "--smoke-device cpu" in caught.value.message
+    assert smoke_containers() == []
+
+
+def test_verify_timeout_kills_and_removes(torch_image: str) -> None:
+    with pytest.raises(VerifyError, match=r"the smoke step did not finish within 1s") as caught:
+        verify_image(torch_image, device="cpu", steps=100_000, timeout=1)
+    assert "[smoke] timeout" in caught.value.fix
+    assert smoke_containers() == []
+
+
+def test_verify_missing_image() -> None:
+    with pytest.raises(VerifyError, match="is not in this Docker Engine"):
+        verify_image("envbuild-test/verify:does-not-exist", device="cpu", timeout=60)
+    assert smoke_containers() == []
+
+
+def test_a_failing_smoke_is_not_passed(torch_image: str) -> None:
+    built = docker(
+        "build",
+        "-q",
+        "-t",
+        LR0_IMAGE,
+        "-",
+        input=f"FROM {torch_image}\nENV ENVBUILD_SMOKE_LR=0\n",
+        check=False,
+    )
+    try:
+        assert built.returncode == 0, built.stderr
+        verification = verify_image(LR0_IMAGE, device="cpu", steps=5, timeout=300)
+        assert smoke_containers(LR0_IMAGE) == []
+    finally:
+        docker("rmi", LR0_IMAGE, check=False)
+    assert verification.passed is False and verification.exit_code != 0
+    report = verification.report
+    assert report["passed"] is False and report["gates"]["training"] == "failed"
+    assert [failure["gate"] for failure in report["failed"]] == ["training"]
+
+
+@pytest.fixture
+def promoted_cleanup(passed_report: dict):
+    """Removes the tags a test lists, then any image labelled with this report's digest."""
+    refs: list[str] = []
+    yield refs
+    for ref in refs:
+        docker("rmi", "--no-prune", ref, check=False)
+    label = f"label=io.envbuild.smoke.report-digest={report_digest(passed_report)}"
+    for leftover in set(docker("images", "-q", "--no-trunc", "--filter", label).stdout.split()):
+        docker("rmi", "-f", leftover, check=False)
+
+
+def delete_manifest(repository: str, digest: str) -> None:
+    """Best effort: the registry may have deletion disabled."""
+    import requests
+
+    with contextlib.suppress(requests.exceptions.RequestException):
+        requests.delete(f"http://{REGISTRY}/v2/{repository}/manifests/{digest}", timeout=30)
+
+
+def test_promote_labels_tags_and_pushes(
+    request: pytest.FixtureRequest, torch_image: str, passed_report: dict, promoted_cleanup: list[str]
+) -> None:
+    import requests
+
+    verified = image_id(torch_image)
+    ref = f"{REGISTRY}/envbuild-test/promoted:t1"
+    promoted_cleanup.append(ref)
+    promotion = promote(verified, tags=[ref], report=passed_report, device="cpu", push=True)
+    assert isinstance(promotion, Promotion)
+    assert promotion.image_id != verified and promotion.tags == (ref,)
+    details = inspect(ref)
+    assert details["Id"] == promotion.image_id
+    assert details["Config"]["Labels"]["io.envbuild.verified"] == "true"
+    assert details["Config"]["Labels"]["io.envbuild.smoke.device"] == "cpu"
+    assert details["Config"]["Labels"]["io.envbuild.smoke.framework"] == "torch"
+    assert details["Config"]["Labels"]["io.envbuild.smoke.report-digest"] == report_digest(passed_report)
+    # the image's own labels are kept, and a LABEL-only build adds no filesystem layer
+    assert details["Config"]["Labels"]["io.envbuild.framework-version"] == "2.13.0"
+    assert details["RootFS"]["Layers"] == inspect(verified)["RootFS"]["Layers"]
+    assert details["Config"]["User"] == "10001:10001"
+    assert details["Parent"] == verified  # one LABEL instruction: no intermediate image left behind
+
+    [(pushed_ref, digest)] = promotion.pushed
+    assert pushed_ref == ref and digest.startswith("sha256:")
+    request.addfinalizer(lambda: delete_manifest("envbuild-test/promoted", digest))
+    response = requests.get(
+        f"http://{REGISTRY}/v2/envbuild-test/promoted/manifests/t1",
+        headers={"Accept": MANIFEST_V2},
+        timeout=30,
+    )
+    assert response.status_code == 200
+    assert response.headers["Docker-Content-Digest"] == digest
+    assert resolve_digest(ref) == digest
+
+
+def test_promote_refuses_a_failed_report(torch_image: str, passed_report: dict) -> None:
+    failed = dict(passed_report, passed=False)
+    with pytest.raises(PromoteError, match="only images whose smoke step passed"):
+        promote(image_id(torch_image), tags=["envbuild-test/never:t"], report=failed, device="cpu")
+    assert docker("image", "inspect", "envbuild-test/never:t", check=False).returncode != 0
+
+
+def test_push_to_a_closed_port_fails_with_the_tag(
+    torch_image: str, passed_report: dict, promoted_cleanup: list[str]
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ref = f"127.0.0.1:{port}/x/y:t"
+    promoted_cleanup.append(ref)
+    with pytest.raises(PromoteError) as caught:
+        promote(image_id(torch_image), tags=[ref], report=passed_report, device="cpu", push=True, retries=1)
+    assert caught.value.message.startswith(f"pushing {ref} failed: ")
+    assert "docker login 127.0.0.1:" in caught.value.fix
+    assert caught.value.pushed == ()
+    # the local tag stays: callers record the failure, nothing is untagged
+    assert docker("image", "inspect", ref, check=False).returncode == 0

@@ -1,0 +1,86 @@
+"""The docker CLI, for tests that check what envbuild did on a real Engine (never to do envbuild's work).
+
+The base image is Debian bookworm made locally with debootstrap and `docker import` (no registry is
+reachable), and the wheelhouse holds torch 2.13.0 for Python 3.11 from `pip download`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envbuild.cli.app import main
+
+BASE_IMAGE = "envbuild-test/bookworm:latest"
+TORCH_SPEC = """
+[stack]
+driver = "580"
+framework = "torch==2.13.0"
+python = "3.11"
+os = "debian12"
+strategy = "wheels"
+
+[packages]
+pip = ["six==1.16.0"]
+
+[smoke]
+device = "cpu"
+"""
+
+
+def docker_cli() -> str:
+    """A client that speaks BuildKit: Debian's docker.io binary when the first on PATH lacks buildx."""
+    for candidate in (os.environ.get("DOCKER_CLI"), "/usr/bin/docker", shutil.which("docker")):
+        if candidate and os.path.exists(candidate):
+            return candidate
+    pytest.fail("no docker client found (install docker.io)")
+
+
+def docker(*args: str, check: bool = True, **kwargs) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    return subprocess.run(
+        [docker_cli(), *args], capture_output=True, text=True, check=check, env=env, **kwargs
+    )
+
+
+def make_bookworm_image(scratch: Path) -> str:
+    """BASE_IMAGE, imported from a debootstrap'd Debian bookworm unless the Engine has it already."""
+    if docker("image", "inspect", BASE_IMAGE, check=False).returncode == 0:
+        return BASE_IMAGE
+    root = scratch / "rootfs"
+    subprocess.run(
+        ["debootstrap", "--variant=minbase", "bookworm", str(root), "http://deb.debian.org/debian"],
+        check=True,
+        capture_output=True,
+    )
+    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run(
+        [docker_cli(), "import", "-", BASE_IMAGE], stdin=tar.stdout, check=True, capture_output=True
+    )
+    tar.wait()
+    return BASE_IMAGE
+
+
+def render_and_build(workdir: Path, spec_text: str, wheelhouse: Path, base: str, tag: str) -> tuple[str, str]:
+    """`envbuild render` a spec air-gapped, then `docker build` it by hand: (build output, Dockerfile)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = workdir / "envbuild.toml"
+    spec.write_text(spec_text)
+    out = workdir / "build"
+    rendered = main(
+        ["render", "-f", str(spec), "-o", str(out), "--wheelhouse", str(wheelhouse), "--base-image", base]
+    )
+    assert rendered == 0
+    context = out / "default"
+    built = docker("build", "--progress=plain", "-t", tag, str(context), check=False)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    return built.stdout + built.stderr, (context / "Dockerfile").read_text()
+
+
+def layers(tag: str) -> list[str]:
+    return json.loads(docker("image", "inspect", tag, "--format", "{{json .RootFS.Layers}}").stdout)

@@ -1,0 +1,34 @@
+"""Checks on generated GitHub workflows: the real schema check (check-jsonschema's vendored GitHub
+workflow schema, no network) and a YAML 1.2 reader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ruamel.yaml import YAML
+
+CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
+
+
+def check_workflow(path: Path) -> subprocess.CompletedProcess:
+    closed = "http://127.0.0.1:9"  # nothing listens there: a schema download would fail
+    env = {**os.environ, "HTTP_PROXY": closed, "HTTPS_PROXY": closed, "http_proxy": closed}
+    env.update({"https_proxy": closed, "NO_PROXY": "", "no_proxy": ""})
+    return subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows", str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def yaml_load(text: str):
+    return YAML(typ="safe", pure=True).load(text)
+
+
+def yaml_dump(value: object, path: Path) -> None:
+    YAML(typ="safe", pure=True).dump(value, path)

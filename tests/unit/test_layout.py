@@ -1,0 +1,161 @@
+"""The layout holds: packages layered, no import circle, a small top level, tests and benchmarks apart.
+
+Every `import` in envbuild/ counts, at module level, inside functions and under TYPE_CHECKING alike: an
+import hidden in a function is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import REPO
+
+PACKAGE = REPO / "envbuild"
+
+# Lowest first. A unit may import only units before it. smoke sits low: its programs and its report
+# format are data that render, image, host and spec carry; pipeline and cli sit on top of all stages.
+LAYERS = (
+    "envbuild",  # __init__: the version
+    "envbuild.errors",
+    "envbuild._util",
+    "envbuild.oci",
+    "envbuild.smoke",
+    "envbuild.matrix",
+    "envbuild.spec",
+    "envbuild.resolve",
+    "envbuild.refresh",
+    "envbuild.render",
+    "envbuild.lock",
+    "envbuild.image",
+    "envbuild.host",
+    "envbuild.scaleout",
+    "envbuild.pipeline",
+    "envbuild.cli",
+    "envbuild.__main__",
+    "envbuild._testing",  # the tests' and benchmarks' services: nothing in the tool imports them
+)
+
+
+# envbuild._testing is private to this repository, and shared by its tests and benchmarks on purpose.
+SHARED_PRIVATE = {"_testing"}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path, root: Path) -> set[str]:
+    """Every module `path` imports (absolute, resolved relative imports), anywhere in the file."""
+    name = module_name(path, root)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def envbuild_modules() -> dict[str, Path]:
+    return {module_name(p, PACKAGE): p for p in PACKAGE.rglob("*.py") if "recordings" not in p.parts}
+
+
+def unit_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
+
+
+def module_graph() -> dict[str, set[str]]:
+    modules = envbuild_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = set()
+        for imported in imports(path, PACKAGE):
+            while imported and imported not in modules:  # a name imported from a module
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
+
+
+def test_every_unit_is_in_the_layer_list() -> None:
+    units = {unit_of(m) for m in envbuild_modules()}
+    assert units == set(LAYERS), "add a new package or top-level module to LAYERS (and the README)"
+
+
+def test_no_package_imports_one_above_it() -> None:
+    upward = []
+    for module, targets in module_graph().items():
+        for target in targets:
+            source, destination = unit_of(module), unit_of(target)
+            if source != destination and LAYERS.index(destination) >= LAYERS.index(source):
+                upward.append(f"{module} imports {target}")
+    assert upward == []
+
+
+def test_no_import_circle_between_modules() -> None:
+    graph = module_graph()
+    circles = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if target == node or (node.startswith(target + ".") and target in graph):
+                continue  # a package's own __init__ importing its submodule
+            if state.get(target) == 1:
+                circles.append(" -> ".join([*path[path.index(target) :], target]))
+            elif target not in state:
+                visit(target, [*path, target])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
+
+
+def test_at_most_eight_top_level_modules() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= 8, top
+
+
+@pytest.mark.parametrize("where", ["bench", "tests"])
+def test_no_test_module_or_private_name_is_imported(where: str) -> None:
+    """bench/ imports nothing from tests/; a test imports helpers, never another test module, and no
+    private name (`from x import _y`)."""
+    wrong = []
+    for path in sorted((REPO / where).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module, names = node.module or "", [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                module, names = "", [a.name for a in node.names]
+            else:
+                continue
+            targets = [module] if module else names
+            for target in targets:
+                if where == "bench" and target.split(".")[0] == "tests":
+                    wrong.append(f"{path.relative_to(REPO)}: {target}")
+                if target.startswith("tests.") and not target.startswith("tests.helpers"):
+                    wrong.append(f"{path.relative_to(REPO)}: {target}")
+            wrong += [
+                f"{path.relative_to(REPO)}: {module}.{n}"
+                for n in names
+                if n.startswith("_") and n[:2] != "__"
+            ]
+    assert wrong == []
