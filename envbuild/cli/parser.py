@@ -173,11 +173,13 @@ def _lock(parser: argparse.ArgumentParser) -> None:
 
 
 def _build(parser: argparse.ArgumentParser) -> None:
+    from envbuild.smoke import DEVICES
+
     add_spec_file(parser)
     which = parser.add_mutually_exclusive_group()
     add_target(which, "build this [[target]]")
     which.add_argument("--all", action="store_true", help="build every target and print a summary")
-    parser.add_argument("--smoke-device", choices=("gpu", "cpu"), help="default: [smoke] device (gpu)")
+    parser.add_argument("--smoke-device", choices=DEVICES, help="default: [smoke] device (gpu)")
     add_base_image(parser)
     add_wheelhouse(parser, "air-gapped: install from these wheels")
     parser.add_argument("--push", action="store_true", help="push every tag of a verified image")
@@ -201,10 +203,10 @@ def _build(parser: argparse.ArgumentParser) -> None:
 
 
 def _verify(parser: argparse.ArgumentParser) -> None:
-    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, PRECISIONS
+    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES, PRECISIONS
 
     parser.add_argument("image", metavar="IMAGE")
-    parser.add_argument("--smoke-device", choices=("gpu", "cpu"), default="gpu", help="default: gpu")
+    parser.add_argument("--smoke-device", choices=DEVICES, default="gpu", help="default: gpu")
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N")
     parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S, metavar="S")

@@ -20,7 +20,7 @@ from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
 from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
 from envbuild.resolve.solver import native_cuda_of
-from envbuild.smoke._common import require_satisfied
+from envbuild.smoke.programs.smoke_common import require_satisfied
 from envbuild.spec.lockfile import load_lock
 
 if TYPE_CHECKING:

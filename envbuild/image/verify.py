@@ -27,10 +27,10 @@ from envbuild.errors import EnvbuildError, UsageError, VerifyError
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.versions import format_driver
 from envbuild.oci.labels import ROLE
+from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES
 from envbuild.smoke.report import parse_report, validate
 
 SMOKE_PATH = "/opt/envbuild/smoke.py"
-DEVICES = ("cpu", "gpu")
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
@@ -111,9 +111,9 @@ def verify_image(
     image: str,
     *,
     device: str = "gpu",
-    steps: int = 20,
-    precision: str = "fp32",
-    timeout: int = 600,
+    steps: int = DEFAULT_STEPS,
+    precision: str = DEFAULT_PRECISION,
+    timeout: int = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
 ) -> Verification:
     """Run the image's smoke program in a throw-away container; the container never outlives the call."""

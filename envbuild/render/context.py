@@ -1,5 +1,5 @@
 """Render a build plan into a Docker build context: Dockerfile, requirement files or environment.yml,
-the smoke program, .dockerignore and stack.json.
+the smoke program with its shared module, .dockerignore and stack.json.
 
 Jinja2 with StrictUndefined: a template that names a value the plan does not have fails loudly
 instead of writing an empty string into a Dockerfile. Output bytes depend only on the plan.
@@ -17,7 +17,7 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
-from envbuild.smoke import program
+from envbuild.smoke import program_files
 from envbuild.spec.lockfile import lock_for_render
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def render_files(plan: Plan) -> dict[str, bytes]:
         files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
         del files["requirements-framework.txt"]
     encoded = {name: text.encode() for name, text in files.items()}
-    encoded["smoke.py"] = program(plan.stack.framework.name)
+    encoded.update(program_files(plan.stack.framework.name))  # smoke.py and smoke_common.py
     return encoded
 
 

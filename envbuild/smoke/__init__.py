@@ -1,39 +1,50 @@
-"""Programs that run inside built images, with only the standard library and the framework.
+"""Smoke programs: what runs inside built images, and the host-side code that ships and reads them.
 
-Each framework's program shares code with the others through `_common.py`; `program()` assembles the
-single standalone file that is copied into an image (or run on a host by `envbuild smoke`).
+The programs live in `programs/` and use only the standard library and their framework: a framework's
+`<framework>_smoke.py` becomes smoke.py, and the code the three share, `smoke_common.py`, goes beside
+it under its own name. `program_files()` gives both, read unchanged from this package.
+
+The smoke defaults (steps, precision, timeout) and the precisions are defined once, in smoke_common.py,
+and exported from here for the rest of envbuild.
 """
 
 from __future__ import annotations
 
 import os
 
+from envbuild.smoke.programs.smoke_common import (
+    DEFAULT_PRECISION,
+    DEFAULT_STEPS,
+    DEFAULT_TIMEOUT_S,
+    PRECISIONS,
+)
+
+__all__ = [
+    "COMMON_FILE",
+    "DEFAULT_PRECISION",
+    "DEFAULT_STEPS",
+    "DEFAULT_TIMEOUT_S",
+    "DEVICES",
+    "FRAMEWORKS",
+    "PRECISIONS",
+    "PROGRAMS_DIR",
+    "program_files",
+]
+
 FRAMEWORKS = ("torch", "tensorflow", "jax")
-_HERE = os.path.dirname(os.path.realpath(__file__))
-_INCLUDE = "from envbuild.smoke._common import *"
-_SHARED_MARK = "# --- shared code starts here"
+DEVICES = ("gpu", "cpu")  # what a smoke step runs on (the programs also take "auto", for a host)
+PROGRAMS_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "programs")
+COMMON_FILE = "smoke_common.py"  # the shared module, imported by name from the program beside it
 
 
-def _read(name: str) -> str:
-    with open(os.path.join(_HERE, name), encoding="utf-8") as handle:
+def _read(name: str) -> bytes:
+    with open(os.path.join(PROGRAMS_DIR, name), "rb") as handle:
         return handle.read()
 
 
-def program(framework: str) -> bytes:
-    """The standalone smoke program for a framework: its file with the shared code inlined."""
-    body = _read(f"{framework}_smoke.py")
-    common = _read("_common.py")
-    shared = common[common.index("\n", common.index(_SHARED_MARK)) + 1 :]
-    head, _, tail = body.partition(_INCLUDE)
-    if not tail:
-        raise RuntimeError(f"{framework}_smoke.py does not include the shared code")
-    imports = common[common.index("import time") : common.index(_SHARED_MARK)]
-    assembled = head + "# Shared code (envbuild/smoke/_common.py), inlined so this file stands alone.\n"
-    assembled += imports + shared + tail[tail.index("\n") + 1 :]
-    return assembled.encode()
-
-# TEMPORARY until the smoke-programs branch lands
-DEFAULT_STEPS = 20
-DEFAULT_PRECISION = "fp32"
-DEFAULT_TIMEOUT_S = 600
-PRECISIONS = ("fp32", "fp16", "bf16")
+def program_files(framework: str) -> dict[str, bytes]:
+    """The files a framework's smoke program runs from, by their names in one directory:
+    smoke.py (the program) and smoke_common.py (the code it imports)."""
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"no smoke program for {framework!r}: one of {', '.join(FRAMEWORKS)}")
+    return {"smoke.py": _read(f"{framework}_smoke.py"), COMMON_FILE: _read(COMMON_FILE)}

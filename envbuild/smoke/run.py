@@ -1,6 +1,6 @@
 """`envbuild smoke`: run a framework's smoke program on this host, outside any container.
 
-The same assembled program that goes into images, run with this interpreter: useful on a GPU login
+The same program files that go into images, run with this interpreter: useful on a GPU login
 node before building anything, and how the tests exercise the programs on CPU.
 """
 
@@ -12,7 +12,7 @@ import sys
 import tempfile
 
 from envbuild.errors import EnvbuildError, UsageError
-from envbuild.smoke import FRAMEWORKS, program
+from envbuild.smoke import DEFAULT_TIMEOUT_S, FRAMEWORKS, program_files
 from envbuild.smoke.report import parse_report, validate
 
 
@@ -34,7 +34,7 @@ def run_smoke(
     device: str,
     steps: int | None = None,
     precision: str | None = None,
-    timeout: int = 600,
+    timeout: int = DEFAULT_TIMEOUT_S,
     python: str | None = None,
 ) -> tuple[dict, int]:
     framework = framework or detect_framework()
@@ -48,9 +48,10 @@ def run_smoke(
     if precision is not None:
         argv += ["--precision", precision]
     with tempfile.TemporaryDirectory(prefix="envbuild-smoke-") as workdir:
+        for name, data in program_files(framework).items():
+            with open(os.path.join(workdir, name), "wb") as handle:
+                handle.write(data)
         path = os.path.join(workdir, "smoke.py")
-        with open(path, "wb") as handle:
-            handle.write(program(framework))
         try:
             done = subprocess.run(
                 [python or sys.executable, path, *argv],

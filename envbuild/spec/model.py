@@ -13,14 +13,13 @@ from envbuild._util import toml
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
 from envbuild.matrix.model import COMPAT_MODES, STRATEGIES
+from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES, PRECISIONS
 from envbuild.spec import validate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-SMOKE_DEVICES = ("gpu", "cpu")
-PRECISIONS = ("fp32", "fp16", "bf16")
 DEFAULT_TAG = "{target}-{framework}{framework_version}-cuda{cuda}-py{python}"
 DEFAULT_USER = "envbuild"
 
@@ -295,10 +294,10 @@ def parse_spec(data: dict[str, Any], path: str, digest: str) -> Spec:
 
     smoke_table = reader.table(data, "smoke")
     smoke = SmokeSpec(
-        device=reader.text("[smoke]", smoke_table, "device", "gpu", choices=SMOKE_DEVICES),
-        steps=reader.integer("[smoke]", smoke_table, "steps", 20, 1, 10_000),
-        precision=reader.text("[smoke]", smoke_table, "precision", "fp32", choices=PRECISIONS),
-        timeout=reader.integer("[smoke]", smoke_table, "timeout", 600, 10, 86_400),
+        device=reader.text("[smoke]", smoke_table, "device", "gpu", choices=DEVICES),
+        steps=reader.integer("[smoke]", smoke_table, "steps", DEFAULT_STEPS, 1, 10_000),
+        precision=reader.text("[smoke]", smoke_table, "precision", DEFAULT_PRECISION, choices=PRECISIONS),
+        timeout=reader.integer("[smoke]", smoke_table, "timeout", DEFAULT_TIMEOUT_S, 10, 86_400),
     )
 
     targets_raw = data.get("target", [])

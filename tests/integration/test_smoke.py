@@ -7,22 +7,31 @@ for real with torch.distributed's gloo backend across two CPU processes.
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
+import glob
+import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from envbuild.cli.app import main
-from envbuild.smoke import _common, program
+from envbuild.smoke import program_files
+from envbuild.smoke.programs import smoke_common as common
 from envbuild.smoke.report import load_schema, validate
+from tests.helpers.paths import REPO
 
 FRAMEWORKS = ("torch", "tensorflow", "jax")
 GPU_GATES = ("driver", "arch", "memory", "multi_gpu")
+PROGRAMS = REPO / "envbuild" / "smoke" / "programs"
 
 
 def smoke(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
@@ -75,18 +84,16 @@ def test_gpu_requested_on_a_cpu_host_fails_the_device_gate(
 
 
 def run_program(framework: str, *args: str, python: list[str] | None = None) -> tuple[int, dict]:
-    script = Path(os.environ.get("TMPDIR", "/tmp")) / f"envbuild-test-smoke-{framework}-{os.getpid()}.py"
-    script.write_bytes(program(framework))
-    try:
+    with tempfile.TemporaryDirectory(prefix=f"envbuild-test-smoke-{framework}-") as workdir:
+        for name, data in program_files(framework).items():
+            (Path(workdir) / name).write_bytes(data)
         done = subprocess.run(
-            [*(python or [sys.executable]), str(script), *args],
+            [*(python or [sys.executable]), str(Path(workdir) / "smoke.py"), *args],
             capture_output=True,
             text=True,
             check=False,
             timeout=300,
         )
-    finally:
-        script.unlink()
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 1, done.stdout  # exactly one line: the report
     return done.returncode, json.loads(lines[0])
@@ -108,22 +115,86 @@ def test_bad_arguments_fail_the_arguments_gate() -> None:
 
 def test_standalone_program_has_no_envbuild_import() -> None:
     for framework in FRAMEWORKS:
-        source = program(framework).decode()
-        assert "from envbuild" not in source and "import envbuild" not in source
-        compile(source, f"{framework}_smoke.py", "exec")
+        for name, data in program_files(framework).items():
+            source = data.decode()
+            assert "from envbuild" not in source and "import envbuild" not in source, (framework, name)
+
+
+def test_program_files_are_the_program_and_its_shared_module_unchanged() -> None:
+    for framework in FRAMEWORKS:
+        files = program_files(framework)
+        assert list(files) == ["smoke.py", "smoke_common.py"]
+        assert files["smoke.py"] == (PROGRAMS / f"{framework}_smoke.py").read_bytes()
+        assert files["smoke_common.py"] == (PROGRAMS / "smoke_common.py").read_bytes()
+    with pytest.raises(ValueError, match="mxnet"):
+        program_files("mxnet")
+
+
+def in_image_files() -> list[Path]:
+    return sorted({PROGRAMS / "smoke_common.py", *(PROGRAMS / f"{f}_smoke.py" for f in FRAMEWORKS)})
+
+
+@functools.cache
+def python38() -> str | None:
+    """A Python 3.8 interpreter to compile with: $ENVBUILD_TEST_PYTHON38, python3.8, or pyenv's."""
+    candidates = [os.environ.get("ENVBUILD_TEST_PYTHON38"), shutil.which("python3.8")]
+    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8*/bin/python")))
+    for candidate in filter(None, candidates):
+        done = subprocess.run(
+            [candidate, "-c", "import sys; print(sys.version_info[:2] == (3, 8))"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.stdout.strip() == "True":  # a pyenv shim without that version selected fails here
+            return candidate
+    return None
+
+
+@pytest.mark.parametrize("path", in_image_files(), ids=lambda p: p.name)
+def test_in_image_files_compile_as_python_3_8(path: Path) -> None:
+    source = path.read_text()
+    compile(source, path.name, "exec")
+    ast.parse(source, path.name, feature_version=(3, 8))  # no syntax newer than the oldest image Python
+    if python38() is None:
+        pytest.skip("no Python 3.8 here (ENVBUILD_TEST_PYTHON38 names one) for the byte-compile check")
+    done = subprocess.run(
+        [python38(), "-c", "import sys; compile(open(sys.argv[1]).read(), sys.argv[1], 'exec')", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_smoke_defaults_are_defined_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envbuild import smoke as exported
+    from envbuild.image.verify import verify_image
+    from envbuild.smoke.run import run_smoke
+
+    defaults = (common.DEFAULT_STEPS, common.DEFAULT_PRECISION, common.DEFAULT_TIMEOUT_S)
+    assert defaults == (20, "fp32", 600) and common.PRECISIONS == ("fp32", "fp16", "bf16")
+    assert defaults == (exported.DEFAULT_STEPS, exported.DEFAULT_PRECISION, exported.DEFAULT_TIMEOUT_S)
+    assert exported.PRECISIONS is common.PRECISIONS
+    verify = inspect.signature(verify_image).parameters
+    assert (verify["steps"].default, verify["precision"].default, verify["timeout"].default) == defaults
+    assert inspect.signature(run_smoke).parameters["timeout"].default == common.DEFAULT_TIMEOUT_S
+    for name in ("ENVBUILD_SMOKE_DEVICE", "ENVBUILD_SMOKE_STEPS", "ENVBUILD_SMOKE_PRECISION"):
+        monkeypatch.delenv(name, raising=False)
+    assert common.parse_args([], "torch") == ("auto", common.DEFAULT_STEPS, common.DEFAULT_PRECISION)
 
 
 # --- the GPU gates, through the functions the programs call
 
 
 def new_report() -> dict:
-    return _common.new_report("torch", "gpu", 5, "bf16")
+    return common.new_report("torch", "gpu", 5, "bf16")
 
 
 def test_placement_gate_catches_a_batch_left_on_the_cpu() -> None:
     import torch
 
-    from envbuild.smoke import torch_smoke
+    from envbuild.smoke.programs import torch_smoke
 
     report = new_report()
     model = torch.nn.Linear(2, 2)  # on the CPU, while the program runs on cuda:0
@@ -144,7 +215,7 @@ def test_placement_gate_catches_a_batch_left_on_the_cpu() -> None:
 )
 def test_arch_gate(capability: tuple[int, int], arch_list: list[str] | None, state: str) -> None:
     report = new_report()
-    _common.check_arch(report, capability, arch_list)
+    common.check_arch(report, capability, arch_list)
     assert report["gates"]["arch"] == state
     if state == "failed":
         assert report["failed"][0]["detail"].startswith(
@@ -156,11 +227,11 @@ def test_arch_gate(capability: tuple[int, int], arch_list: list[str] | None, sta
 def test_memory_gate_fails_on_ooms_and_retries() -> None:
     clean = {"num_ooms": 0, "num_alloc_retries": 0, "fragmentation": 0.1}
     report = new_report()
-    _common.check_memory(report, clean)
+    common.check_memory(report, clean)
     assert report["gates"]["memory"] == "passed"
     for stats in ({**clean, "num_ooms": 1}, {**clean, "num_alloc_retries": 3}):
         report = new_report()
-        _common.check_memory(report, stats)
+        common.check_memory(report, stats)
         assert report["gates"]["memory"] == "failed"
         assert "expandable_segments" in report["failed"][0]["hint"]
 
@@ -178,7 +249,7 @@ def test_memory_gate_fails_on_ooms_and_retries() -> None:
     ],
 )
 def test_nvidia_require_cuda_evaluation(expression: str, cuda: str, driver: str, expected: bool) -> None:
-    assert _common.require_satisfied(expression, cuda, driver)[0] is expected
+    assert common.require_satisfied(expression, cuda, driver)[0] is expected
 
 
 def test_driver_gate_against_the_image_requirement() -> None:
@@ -190,7 +261,7 @@ def test_driver_gate_against_the_image_requirement() -> None:
     ):
         report = new_report()
         report["driver"] = {"version": "550.54.15", "cuda": "12.4"}
-        _common.check_driver(report, environ)
+        common.check_driver(report, environ)
         assert report["gates"]["driver"] == state, environ
     assert "too old" in report_failure({"NVIDIA_REQUIRE_CUDA": "cuda>=12.6"})
 
@@ -198,22 +269,125 @@ def test_driver_gate_against_the_image_requirement() -> None:
 def report_failure(environ: dict) -> str:
     report = new_report()
     report["driver"] = {"version": "550.54.15", "cuda": "12.4"}
-    _common.check_driver(report, environ)
+    common.check_driver(report, environ)
     return report["failed"][0]["hint"]
 
 
 def test_multi_gpu_gate_all_reduce_and_hang(tmp_path: Path) -> None:
-    from envbuild.smoke import torch_smoke
+    from envbuild.smoke.programs import torch_smoke
 
     value, seconds = torch_smoke.run_allreduce(2, backend="gloo", timeout=120)
     report = new_report()
-    _common.record_allreduce(report, value, 2, seconds, 120)
+    common.record_allreduce(report, value, 2, seconds, 120)
     assert value == 3.0 and report["gates"]["multi_gpu"] == "passed"
     value, seconds = torch_smoke.run_allreduce(2, backend="gloo", timeout=5, hang_rank=1)
     report = new_report()
-    _common.record_allreduce(report, value, 2, seconds, 5)
+    common.record_allreduce(report, value, 2, seconds, 5)
     assert value is None and report["gates"]["multi_gpu"] == "failed"
     assert "NCCL_DEBUG=INFO" in report["failed"][0]["hint"] and "single GPU" in report["failed"][0]["hint"]
+
+
+# --- the run the three programs share, down its GPU branch with a framework that only pretends
+
+
+class PretendProgram(common.Program):
+    framework = "torch"
+    modules = ("json",)  # anything importable stands in for the framework
+    broken_hint = "not used"
+    environ = (("ENVBUILD_TEST_PRETEND", "set before the import"),)
+    training_hints = ((("out of memory",), "free the GPU", True),)
+
+    def __init__(self, gpus: int, training_error: str | None = None) -> None:
+        self.gpus, self.training_error, self.calls = gpus, training_error, []
+
+    def collect_environment(self, fw, report: dict) -> list:
+        report["arch_list"] = ["sm_90"]
+        return [f"gpu{index}" for index in range(self.gpus)]
+
+    def no_gpu_says(self, report: dict) -> str:
+        return "the pretend framework sees none"
+
+    def select_device(self, fw, report: dict, gpus: list, on_gpu: bool) -> str:
+        report["device_used"] = report["framework_device"] = "cuda:0" if on_gpu else "cpu"
+        return gpus[0] if on_gpu else "cpu"
+
+    def compute_capability(self, fw, report: dict, device: str, gpus: list) -> tuple[int, int]:
+        return (9, 0)
+
+    def train(self, fw, report: dict, device: str, steps: int, precision: str) -> None:
+        self.calls.append(("train", device, steps, precision))
+        if self.training_error:
+            raise RuntimeError(self.training_error)
+        for gate in ("placement", "training", "precision"):
+            common.passed(report, gate)
+
+    def check_multi_gpu(self, fw, report: dict, gpus: list) -> None:
+        self.calls.append(("multi_gpu", gpus))
+        common.record_allreduce(report, 3.0, len(gpus), 0.1, 120)
+
+
+def run_pretend(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, program: PretendProgram, *argv: str
+) -> tuple[int, dict]:
+    for name in (
+        "ENVBUILD_TEST_PRETEND",
+        "ENVBUILD_SMOKE_CPU_FP16",
+        "ENVBUILD_SMOKE_STEPS",
+        "ENVBUILD_SMOKE_DEVICE",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(common, "driver_info", lambda: {"version": "570.86.15", "cuda": "12.8"})
+    code = program.run(list(argv))
+    report = json.loads(capsys.readouterr().out)
+    assert_valid(report)
+    assert os.environ["ENVBUILD_TEST_PRETEND"] == "set before the import"
+    return code, report
+
+
+def test_shared_run_on_one_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    program = PretendProgram(gpus=1)
+    code, report = run_pretend(
+        capsys, monkeypatch, program, "--device", "gpu", "--steps", "3", "--precision", "fp16"
+    )
+    assert code == 0, report["failed"]
+    assert program.calls == [("train", "gpu0", 3, "fp16")]  # fp16 stays fp16 on a GPU
+    assert report["device_used"] == "cuda:0" and report["precision_effective"] == "fp16"
+    assert {gate: report["gates"][gate] for gate in GPU_GATES} == {
+        "driver": "passed",
+        "arch": "passed",
+        "memory": "skipped: allocator statistics are a torch feature",
+        "multi_gpu": "skipped: one GPU visible",
+    }
+
+
+def test_shared_run_on_two_gpus_and_a_failing_step(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    program = PretendProgram(gpus=2)
+    code, report = run_pretend(capsys, monkeypatch, program, "--device", "auto")
+    assert code == 0 and program.calls[-1] == ("multi_gpu", ["gpu0", "gpu1"])
+    assert report["gates"]["multi_gpu"] == "passed" and report["steps"] == common.DEFAULT_STEPS
+
+    program = PretendProgram(gpus=2, training_error="CUDA Out Of Memory")
+    code, report = run_pretend(capsys, monkeypatch, program, "--device", "gpu")
+    assert code == 1 and [call[0] for call in program.calls] == ["train"]  # no all-reduce after a failure
+    assert report["failed"] == [
+        {"gate": "training", "detail": "RuntimeError: CUDA Out Of Memory", "hint": "free the GPU"}
+    ]
+
+
+def test_shared_run_without_a_gpu(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, report = run_pretend(capsys, monkeypatch, PretendProgram(gpus=0), "--device", "gpu")
+    assert code == 1 and report["gates"]["device"] == "failed"
+    assert "the pretend framework sees none" in report["failed"][0]["detail"]
+
+    program = PretendProgram(gpus=1)
+    code, report = run_pretend(capsys, monkeypatch, program, "--device", "cpu", "--precision", "fp16")
+    assert code == 0 and program.calls == [("train", "cpu", common.DEFAULT_STEPS, "bf16")]
+    assert report["notes"] == ["fp16 is a GPU precision: ran bf16 on the CPU instead"]
+    assert all(report["gates"][gate] == "skipped: cpu" for gate in GPU_GATES)
 
 
 # --- the schema

@@ -24,7 +24,10 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     assert "envbuild/_data/matrix/drivers.toml" in names
     assert "envbuild/_data/matrix/frameworks/torch.toml" in names
     assert "envbuild/_data/templates/dockerfile/wheels.Dockerfile.j2" in names
-    assert "envbuild/smoke/torch_smoke.py" in names
+    assert "envbuild/smoke/programs/torch_smoke.py" in names
+    assert "envbuild/smoke/programs/smoke_common.py" in names
+    assert "envbuild/_data/templates/ci/github-workflow.yml.j2" in names
+    assert not [n for n in names if n.startswith("envbuild/_testing/")]  # the tests' services stay out
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -71,4 +74,26 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     dockerfile = (elsewhere / "build" / "default" / "Dockerfile").read_text()
     assert dockerfile.startswith("# Rendered by envbuild") and "FROM ubuntu:22.04" in dockerfile
     smoke = (elsewhere / "build" / "default" / "smoke.py").read_text()
-    assert "from envbuild" not in smoke and 'FRAMEWORK = "torch"' in smoke  # standalone
+    common = (elsewhere / "build" / "default" / "smoke_common.py").read_text()
+    assert "from envbuild" not in smoke + common and 'FRAMEWORK = "torch"' in smoke  # no envbuild needed
+
+    workflow = subprocess.run(
+        [str(venv / "bin" / "envbuild"), "ci", "github", "-o", "envbuild.yml"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert workflow.returncode == 0, workflow.stderr  # templates/ci/ from the wheel's _data
+    assert (elsewhere / "envbuild.yml").read_text().startswith("# Written by envbuild")
+
+    refresh = subprocess.run(
+        [str(venv / "bin" / "envbuild"), "matrix", "refresh", "--write"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert refresh.returncode == 2 and "inside the installed package" in refresh.stderr

@@ -16,6 +16,7 @@ from envbuild.matrix.model import Matrix
 from envbuild.render.context import render_files, write_context
 from envbuild.render.plan import build_plan
 from envbuild.render.wheelhouse import framework_closure
+from envbuild.smoke import program_files
 from envbuild.spec.model import load_spec
 from tests.helpers.paths import GOLDEN, REPO
 
@@ -63,7 +64,20 @@ def test_golden(tmp_path: Path, framework: str, strategy: str, capsys: pytest.Ca
     for name in compared:
         assert files[name].decode() == (folder / name).read_text(), f"{folder.name}/{name} (UPDATE_GOLDEN=1)"
     assert files["smoke.py"].startswith(b"#!") or b"import" in files["smoke.py"]
-    assert set(files) >= {".dockerignore", "requirements.txt", "stack.json", "smoke.py"}
+    assert set(files) >= {".dockerignore", "requirements.txt", "stack.json", "smoke.py", "smoke_common.py"}
+
+
+def test_context_ships_the_smoke_program_with_its_shared_module(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for framework in sorted(FRAMEWORKS):
+        files = render_case(tmp_path / framework, framework, "wheels")
+        assert {name: files[name] for name in program_files(framework)} == program_files(framework)
+        dockerfile = files["Dockerfile"].decode()
+        assert "COPY smoke.py smoke_common.py /opt/envbuild/\n" in dockerfile  # one directory, both files
+        whitelisted = files[".dockerignore"].decode().splitlines()
+        assert "!smoke.py" in whitelisted and "!smoke_common.py" in whitelisted
+    capsys.readouterr()
 
 
 def test_rendering_twice_gives_identical_bytes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,9 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.errors import UsageError
+from envbuild.smoke import DEFAULT_STEPS, DEFAULT_TIMEOUT_S
 from envbuild.spec.model import DEFAULT_TAG, load_spec
+from envbuild.spec.starter import STARTER
 
 GOOD = """
 [stack]
@@ -159,3 +161,11 @@ def test_init_writes_a_spec_that_renders(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["render", "-f", str(spec), "-o", str(tmp_path / "build")]) == 0
     assert (tmp_path / "build" / "default" / "Dockerfile").is_file()
     capsys.readouterr()
+
+
+def test_the_starter_spells_out_the_smoke_defaults(tmp_path: Path) -> None:
+    """The starter writes steps and timeout as values a newcomer sees; they are the defaults."""
+    spec = tmp_path / "envbuild.toml"
+    spec.write_text(STARTER)
+    smoke = load_spec(str(spec)).smoke
+    assert (smoke.steps, smoke.timeout) == (DEFAULT_STEPS, DEFAULT_TIMEOUT_S)

@@ -1,17 +1,19 @@
-"""Code shared by the three smoke programs.
+"""Code shared by the three smoke programs, shipped beside them.
 
-A smoke program runs inside an image where envbuild is not installed, so it must be one standalone
-file: `envbuild.smoke.program()` replaces each program's `from envbuild.smoke._common import *` line
-with the code below this module's header. Keep it to the standard library and Python 3.8.
+In an image this file is /opt/envbuild/smoke_common.py, next to the program /opt/envbuild/smoke.py,
+which imports it by name: Python puts a script's directory first on sys.path. `envbuild smoke` writes
+both files into one temporary directory the same way. envbuild itself is not installed in an image,
+so this file keeps to the standard library and Python 3.8, and never imports envbuild.
 """
 
 from __future__ import annotations
 
 import time
 
-_T0 = time.perf_counter()
+_T0 = time.perf_counter()  # the program's start, for the report's duration_s
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import glob  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -19,13 +21,26 @@ import os  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 
-# --- shared code starts here (everything above stays out of the assembled program)
-GATES = ("arguments", "import", "device", "driver", "arch", "placement", "training", "precision", "memory",
-         "multi_gpu")
+GATES = (
+    "arguments",
+    "import",
+    "device",
+    "driver",
+    "arch",
+    "placement",
+    "training",
+    "precision",
+    "memory",
+    "multi_gpu",
+)
 GPU_GATES = ("driver", "arch", "memory", "multi_gpu")
 DEVICES = ("auto", "gpu", "cpu")
 DEVICE_ALIASES = {"cuda": "gpu"}
 PRECISIONS = ("fp32", "fp16", "bf16")
+# The smoke defaults, here once for the programs and (through envbuild.smoke) for envbuild itself.
+DEFAULT_STEPS = 20
+DEFAULT_PRECISION = "fp32"
+DEFAULT_TIMEOUT_S = 600  # how long envbuild waits for a smoke run (the program itself has no timeout)
 PRECISION_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
 MAX_STEPS = 100_000
 LOSSES_KEPT = 100
@@ -38,10 +53,7 @@ OVERFLOW_HINT = (
     "start from a lower loss scale, or use bf16"
 )
 NO_GPU_HINT = "no GPU visible: check nvidia-smi, run with --gpus all, and that the framework build has CUDA"
-
-
-# --------------------------------------------------------------------------------------------------
-# Common part (the same in the three smoke programs, which must stay standalone).
+BUG_HINT = "a bug in the smoke program: report it to envbuild"
 
 
 class _ArgumentError(Exception):
@@ -60,28 +72,37 @@ def _env_default(name, fallback):
 
 def parse_args(argv, framework):
     """Return (device, steps, precision) or raise _ArgumentError with a one-line reason."""
-    parser = _Parser(prog="smoke.py", description="envbuild smoke training step (%s)." % framework)
-    parser.add_argument("--device", default=_env_default("ENVBUILD_SMOKE_DEVICE", "auto"),
-                        help="auto (GPU when the framework sees one), gpu or cpu")
-    parser.add_argument("--steps", default=_env_default("ENVBUILD_SMOKE_STEPS", "20"),
-                        help="training steps (default 20)")
-    parser.add_argument("--precision", default=_env_default("ENVBUILD_SMOKE_PRECISION", "fp32"),
-                        help="fp32, fp16 or bf16")
+    parser = _Parser(prog="smoke.py", description=f"envbuild smoke training step ({framework}).")
+    parser.add_argument(
+        "--device",
+        default=_env_default("ENVBUILD_SMOKE_DEVICE", "auto"),
+        help="auto (GPU when the framework sees one), gpu or cpu",
+    )
+    parser.add_argument(
+        "--steps",
+        default=_env_default("ENVBUILD_SMOKE_STEPS", str(DEFAULT_STEPS)),
+        help=f"training steps (default {DEFAULT_STEPS})",
+    )
+    parser.add_argument(
+        "--precision",
+        default=_env_default("ENVBUILD_SMOKE_PRECISION", DEFAULT_PRECISION),
+        help="fp32, fp16 or bf16",
+    )
     args = parser.parse_args(argv)
     device = str(args.device).strip().lower()
     device = DEVICE_ALIASES.get(device, device)
     if device not in DEVICES:
-        raise _ArgumentError("--device %r is not one of %s" % (args.device, "|".join(DEVICES)))
+        raise _ArgumentError("--device {!r} is not one of {}".format(args.device, "|".join(DEVICES)))
     precision = str(args.precision).strip().lower()
     precision = PRECISION_ALIASES.get(precision, precision)
     if precision not in PRECISIONS:
-        raise _ArgumentError("--precision %r is not one of %s" % (args.precision, "|".join(PRECISIONS)))
+        raise _ArgumentError("--precision {!r} is not one of {}".format(args.precision, "|".join(PRECISIONS)))
     try:
         steps = int(str(args.steps).strip())
     except ValueError:
-        raise _ArgumentError("--steps %r is not an integer" % (args.steps,)) from None
+        raise _ArgumentError(f"--steps {args.steps!r} is not an integer") from None
     if not 1 <= steps <= MAX_STEPS:
-        raise _ArgumentError("--steps %d is outside 1..%d" % (steps, MAX_STEPS))
+        raise _ArgumentError(f"--steps {steps} is outside 1..{MAX_STEPS}")
     return device, steps, precision
 
 
@@ -158,14 +179,14 @@ def _version_tuple(text):
 def cuda_version_string(value):
     """cudaRuntimeGetVersion() / cuDriverGetVersion(): 12080 means 12.8."""
     value = int(value)
-    return "%d.%d" % (value // 1000, (value % 1000) // 10)
+    return f"{value // 1000}.{(value % 1000) // 10}"
 
 
 def _version_code_string(value, wide_from):
     """NVIDIA's M*1000+m*100+p codes, which widen to M*10000+m*100+p from `wide_from` on."""
     if value >= wide_from:
-        return "%d.%d.%d" % (value // 10000, (value % 10000) // 100, value % 100)
-    return "%d.%d.%d" % (value // 1000, (value % 1000) // 100, value % 100)
+        return f"{value // 10000}.{(value % 10000) // 100}.{value % 100}"
+    return f"{value // 1000}.{(value % 1000) // 100}.{value % 100}"
 
 
 def cudnn_version_string(value):
@@ -247,8 +268,15 @@ def require_satisfied(expression, driver_cuda, driver_version, brand=None):
                 left, right = _version_tuple(have), _version_tuple(value)
                 width = max(len(left), len(right))
                 left, right = left + (0,) * (width - len(left)), right + (0,) * (width - len(right))
-                result = {">=": left >= right, "<=": left <= right, ">": left > right, "<": left < right,
-                          "=": left == right, "==": left == right, "!=": left != right}[op]
+                result = {
+                    ">=": left >= right,
+                    "<=": left <= right,
+                    ">": left > right,
+                    "<": left < right,
+                    "=": left == right,
+                    "==": left == right,
+                    "!=": left != right,
+                }[op]
             if not result:
                 ok = False
                 break
@@ -278,11 +306,15 @@ def check_driver(report, environ=None):
     if ok:
         passed(report, "driver")
         return
-    fail(report, "driver",
-         "the driver supports CUDA %s (driver %s) but the image requires %s (first unmet: %s)"
-         % (info["cuda"], info["version"] or "unknown", requirement, unmet),
-         "the host driver is too old for this image: upgrade the driver, or build for the CUDA it runs "
-         "(envbuild resolve --driver <nvidia-smi's version>)")
+    fail(
+        report,
+        "driver",
+        "the driver supports CUDA {} (driver {}) but the image requires {} (first unmet: {})".format(
+            info["cuda"], info["version"] or "unknown", requirement, unmet
+        ),
+        "the host driver is too old for this image: upgrade the driver, or build for the CUDA it runs "
+        "(envbuild resolve --driver <nvidia-smi's version>)",
+    )
 
 
 # --- arch: is the GPU in the build's compiled architectures ("no kernel image")
@@ -306,64 +338,91 @@ def arch_covers(capability, arch_list):
 
 def check_arch(report, capability, arch_list):
     """capability: (major, minor); arch_list: ["sm_80", "compute_90", ...] or None when unknown."""
-    wanted = "sm_%d%d" % capability
-    report["compute_capability"] = "%d.%d" % capability
+    major, minor = capability
+    wanted = f"sm_{major}{minor}"
+    report["compute_capability"] = f"{major}.{minor}"
     if not arch_list:
         skip(report, "arch", "the framework does not report its compiled architectures")
         return True
     how = arch_covers(capability, arch_list)
     if how is None:
-        fail(report, "arch",
-             "no kernel image is available for execution on the device: %s is not covered by the build's "
-             "archs %s" % (wanted, ",".join(arch_list)),
-             "install a build compiled for compute capability %d.%d (envbuild resolve --gpu %d.%d)"
-             % (capability + capability))
+        fail(
+            report,
+            "arch",
+            "no kernel image is available for execution on the device: {} is not covered by the build's "
+            "archs {}".format(wanted, ",".join(arch_list)),
+            f"install a build compiled for compute capability {major}.{minor} "
+            f"(envbuild resolve --gpu {major}.{minor})",
+        )
         return False
     if how == "ptx":
         report["notes"].append(
-            "%s runs through PTX JIT only: the first launch of each kernel compiles it" % wanted)
+            f"{wanted} runs through PTX JIT only: the first launch of each kernel compiles it"
+        )
     passed(report, "arch")
     return True
 
 
 # --- memory (torch): out-of-memory events and allocator retries are gated, fragmentation reported
 
-OOM_HINT = ("CUDA out of memory: use a smaller batch, mixed precision (bf16), gradient accumulation or "
-            "activation checkpointing; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against "
-            "fragmentation")
+OOM_HINT = (
+    "CUDA out of memory: use a smaller batch, mixed precision (bf16), gradient accumulation or "
+    "activation checkpointing; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against "
+    "fragmentation"
+)
 
 
 def check_memory(report, memory):
     if memory is None:
         skip(report, "memory", "no allocator statistics")
         return
-    if memory.get("num_ooms", 0) or memory.get("num_alloc_retries", 0):
-        fail(report, "memory",
-             "the allocator hit %d out-of-memory event(s) and %d retry(ies); fragmentation %.1f%%"
-             % (memory.get("num_ooms", 0), memory.get("num_alloc_retries", 0),
-                100.0 * memory.get("fragmentation", 0.0)), OOM_HINT)
+    ooms, retries = memory.get("num_ooms", 0), memory.get("num_alloc_retries", 0)
+    if ooms or retries:
+        fragmentation = 100.0 * memory.get("fragmentation", 0.0)
+        fail(
+            report,
+            "memory",
+            f"the allocator hit {ooms} out-of-memory event(s) and {retries} retry(ies); "
+            f"fragmentation {fragmentation:.1f}%",
+            OOM_HINT,
+        )
         return
     passed(report, "memory")
 
 
 # --- multi-GPU: a collective across every device, with a timeout so a hang becomes a failure
 
-NCCL_HINT = ("the all-reduce hung or failed: try a single GPU first (CUDA_VISIBLE_DEVICES=0), rerun with "
-             "NCCL_DEBUG=INFO, and check P2P/IB settings (NCCL_P2P_DISABLE=1, NCCL_IB_DISABLE=1) and the "
-             "interconnect")
+NCCL_HINT = (
+    "the all-reduce hung or failed: try a single GPU first (CUDA_VISIBLE_DEVICES=0), rerun with "
+    "NCCL_DEBUG=INFO, and check P2P/IB settings (NCCL_P2P_DISABLE=1, NCCL_IB_DISABLE=1) and the "
+    "interconnect"
+)
 
 
 def record_allreduce(report, result, world, seconds, timeout):
     """result: the summed value, or None when it did not finish within timeout."""
     expected = world * (world + 1) / 2.0
-    report["multi_gpu"] = {"devices": world, "expected": expected, "result": result,
-                           "seconds": round(seconds, 3), "timeout_s": timeout}
+    report["multi_gpu"] = {
+        "devices": world,
+        "expected": expected,
+        "result": result,
+        "seconds": round(seconds, 3),
+        "timeout_s": timeout,
+    }
     if result is None:
-        fail(report, "multi_gpu", "all-reduce across %d devices did not finish within %ss" % (world, timeout),
-             NCCL_HINT)
+        fail(
+            report,
+            "multi_gpu",
+            f"all-reduce across {world} devices did not finish within {timeout}s",
+            NCCL_HINT,
+        )
     elif abs(float(result) - expected) > 1e-3:
-        fail(report, "multi_gpu",
-             "all-reduce across %d devices gave %s, expected %s" % (world, result, expected), NCCL_HINT)
+        fail(
+            report,
+            "multi_gpu",
+            f"all-reduce across {world} devices gave {result}, expected {expected}",
+            NCCL_HINT,
+        )
     else:
         passed(report, "multi_gpu")
 
@@ -440,7 +499,7 @@ def guarded_main(run, framework, argv=None):
         return run(sys.argv[1:] if argv is None else argv)
     except Exception as exc:
         report = new_report(framework, None, None, None)
-        fail(report, "internal", describe_exception(exc), "a bug in the smoke program: report it to envbuild")
+        fail(report, "internal", describe_exception(exc), BUG_HINT)
         return emit(report)
 
 
@@ -487,8 +546,12 @@ class GpuMonitor:
     def _sample(self):
         import subprocess
 
-        out = subprocess.run([self.command, "--query-gpu=" + self.QUERY, "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=5).stdout
+        out = subprocess.run(
+            [self.command, "--query-gpu=" + self.QUERY, "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout
         for line in out.splitlines():
             fields = [f.strip() for f in line.split(",")]
             if len(fields) == 5:
@@ -520,15 +583,15 @@ class GpuMonitor:
         per_gpu = {}
         for sample in self.samples:
             entry = per_gpu.setdefault(sample[0], {name: [] for name in names})
-            for name, value in zip(names, sample[1:]):  # noqa: B905 -- Python 3.8
-                try:
+            for name, value in zip(names, sample[1:]):
+                with contextlib.suppress(ValueError):
                     entry[name].append(float(value))
-                except ValueError:
-                    pass
         result = {}
         for index, values in sorted(per_gpu.items()):
-            result[index] = {name: {"max": max(v), "mean": round(sum(v) / len(v), 2)} if v else None
-                             for name, v in values.items()}
+            result[index] = {
+                name: {"max": max(v), "mean": round(sum(v) / len(v), 2)} if v else None
+                for name, v in values.items()
+            }
         return {"samples": len(self.samples), "gpus": result}
 
 
@@ -542,8 +605,9 @@ def record_monitoring(report, monitor):
         util = values.get("utilization_pct")
         if util and util["mean"] < 30 and summary["samples"] >= 5:
             report["notes"].append(
-                "GPU %s averaged %s%% utilization: a starved GPU - suspect the data pipeline (dataloader "
-                "workers, pinned memory, batch size) before the model" % (index, util["mean"]))
+                "GPU {} averaged {}% utilization: a starved GPU - suspect the data pipeline (dataloader "
+                "workers, pinned memory, batch size) before the model".format(index, util["mean"])
+            )
 
 
 def record_throughput(report, samples, seconds):
@@ -552,7 +616,7 @@ def record_throughput(report, samples, seconds):
 
 
 def describe_exception(exc):
-    return "%s: %s" % (type(exc).__name__, exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def cpu_device_entry():
@@ -566,10 +630,8 @@ def cpu_device_entry():
     except OSError:
         pass
     entry = {"name": name, "kind": "cpu", "cores": os.cpu_count()}
-    try:
+    with contextlib.suppress(AttributeError, OSError, ValueError):
         entry["memory_total_bytes"] = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, OSError, ValueError):
-        pass
     return entry
 
 
@@ -577,13 +639,31 @@ def nvidia_device_nodes():
     return sorted(glob.glob("/dev/nvidia[0-9]*"))
 
 
+def record_cpu_only(report, framework_says):
+    """The framework sees no GPU: the CPU is the report's device, with a note when the container has
+    NVIDIA device nodes all the same."""
+    report["devices"].append(cpu_device_entry())
+    if nvidia_device_nodes():
+        report["notes"].append("NVIDIA device nodes exist but " + framework_says)
+
+
+def record_version(report, key, what, version_of):
+    """report[key] = version_of(), or a note that `what` is unknown when asking raised."""
+    try:
+        report[key] = version_of()
+    except Exception as exc:
+        report["notes"].append(f"{what} unknown: {describe_exception(exc)}")
+
+
 def no_gpu_detail(framework_says):
     nodes = nvidia_device_nodes()
     if nodes:
-        where = "%s exist(s), so the container has a GPU but the framework cannot use it" % ", ".join(nodes)
+        where = "{} exist(s), so the container has a GPU but the framework cannot use it".format(
+            ", ".join(nodes)
+        )
     else:
         where = "no /dev/nvidia* device node in this container"
-    return "--device gpu but %s; %s" % (framework_says, where)
+    return f"--device gpu but {framework_says}; {where}"
 
 
 def _json_safe(value):
@@ -606,7 +686,7 @@ def round_loss(value):
     value = float(value)
     if not math.isfinite(value):
         return value
-    return float("%.6g" % value)
+    return float(f"{value:.6g}")
 
 
 def record_losses(report, losses, final_loss):
@@ -626,17 +706,90 @@ def check_losses(report, losses, final_loss, not_decreasing_hint):
     bad = [i for i, v in enumerate(everything) if v is None or not math.isfinite(v)]
     if bad:
         report["loss_decreased"] = False
-        where = "after the last update" if bad[0] == len(losses) else "at step %d" % (bad[0] + 1)
-        fail(report, "training", "loss is not finite %s (%r)" % (where, everything[bad[0]]),
-             "loss became NaN/Inf: lower the learning rate or use fp32/bf16 (fp16 needs loss scaling); "
-             "if fp32 also fails, suspect the GPU build or driver")
+        where = "after the last update" if bad[0] == len(losses) else f"at step {bad[0] + 1}"
+        fail(
+            report,
+            "training",
+            f"loss is not finite {where} ({everything[bad[0]]!r})",
+            "loss became NaN/Inf: lower the learning rate or use fp32/bf16 (fp16 needs loss scaling); "
+            "if fp32 also fails, suspect the GPU build or driver",
+        )
         return
     decreased = final_loss < losses[0]
     report["loss_decreased"] = bool(decreased)
     if not decreased:
-        detail = "loss did not decrease: first %.6g, after %d step(s) %.6g" % (
-            losses[0], len(losses), final_loss)
+        detail = f"loss did not decrease: first {losses[0]:.6g}, after {len(losses)} step(s) {final_loss:.6g}"
         fail(report, "training", detail, not_decreasing_hint)
+
+
+def judge_training(report, steps, losses, final_loss, skipped, not_decreasing_hint):
+    """Record the losses and pass or fail the training gate.
+
+    skipped: the updates a loss scaler skipped; when that is half the steps or more, an fp16 overflow is
+    why the loss did not decrease, not the training step.
+    """
+    record_losses(report, losses, final_loss)
+    check_losses(report, losses, final_loss, OVERFLOW_HINT if skipped * 2 >= steps else not_decreasing_hint)
+    passed(report, "training")
+
+
+class TrainingClock:
+    """Times the training steps and samples the GPUs with nvidia-smi meanwhile (on a GPU):
+
+    with TrainingClock(report, on_gpu) as clock:
+        ...  # the steps; clock.elapsed() is the time since they started
+    clock.record(samples)  # monitoring, timings_s.train and throughput_samples_per_s in the report
+    """
+
+    def __init__(self, report, on_gpu):
+        self.report = report
+        self.monitor = GpuMonitor() if on_gpu else None
+        self.started = None
+        self.seconds = None
+
+    def __enter__(self):
+        self.started = time.perf_counter()
+        if self.monitor is not None:
+            self.monitor.__enter__()
+        return self
+
+    def elapsed(self):
+        return time.perf_counter() - self.started
+
+    def __exit__(self, *exc_info):
+        self.seconds = self.elapsed()
+        if self.monitor is not None:
+            self.monitor.__exit__(None, None, None)
+        return False
+
+    def record(self, samples):
+        if self.monitor is not None:
+            record_monitoring(self.report, self.monitor)
+        self.report["timings_s"]["train"] = round(self.seconds, 3)
+        record_throughput(self.report, samples, self.seconds)
+
+
+def misplaced(report, detail, hint):
+    report["placement_ok"] = False
+    fail(report, "placement", detail, hint)
+
+
+def check_placed(report, wrong, expected_on, hint):
+    """The placement gate before training: wrong lists what is not on `expected_on` ("batch on cpu")."""
+    if wrong:
+        misplaced(report, "expected everything on {}; {}".format(expected_on, "; ".join(wrong[:5])), hint)
+        return False
+    report["placement_ok"] = True
+    passed(report, "placement")
+    return True
+
+
+def check_precision(report, produced, expected, under, hint):
+    """The precision gate: the forward's output dtype against what the precision (`under`) asks for."""
+    if produced != expected:
+        fail(report, "precision", f"the forward produced {produced}, expected {expected} under {under}", hint)
+    else:
+        passed(report, "precision")
 
 
 def emit(report):
@@ -651,3 +804,111 @@ def emit(report):
     return 0 if report["passed"] else 1
 
 
+# --- the run: the same steps and gates for the three frameworks
+
+
+class Program:
+    """One framework's smoke program. run() is the same for the three: a subclass names the framework
+    and gives the steps that differ, the methods below that raise NotImplementedError. `fw` is the
+    framework's module, `gpus` the GPUs collect_environment found, `device` what select_device chose.
+    """
+
+    framework = None  # the report's framework: "torch", "tensorflow" or "jax"
+    modules = ()  # what the import gate imports, in order; the first is `fw`
+    broken_hint = None  # the import gate's hint when the framework is installed but does not load
+    environ = ()  # (name, value) defaults set before the import; a value already set wins
+    fp16_cpu_note = "fp16 is a GPU precision: ran bf16 on the CPU instead"
+    training_hints = ()  # training_failure's (needles, hint, fold) for an exception while training
+
+    def collect_environment(self, fw, report):
+        """Record versions and devices in the report; return the GPUs the framework sees (a list)."""
+        raise NotImplementedError
+
+    def no_gpu_says(self, report):
+        """What the framework says about having no GPU, for the device gate's failure."""
+        raise NotImplementedError
+
+    def select_device(self, fw, report, gpus, on_gpu):
+        """The device to train on (the first GPU when on_gpu), with device_used and framework_device
+        recorded; None when that failed the device gate."""
+        raise NotImplementedError
+
+    def compute_capability(self, fw, report, device, gpus):
+        """(major, minor) of the GPU, or None when unknown."""
+        raise NotImplementedError
+
+    def check_gpu(self, fw, report, device, gpus):
+        """The driver and arch gates; memory is skipped (allocator statistics are a torch feature)."""
+        try:
+            check_driver(report)
+        except Exception as exc:
+            fail(report, "driver", f"checking the driver raised {describe_exception(exc)}", BUG_HINT)
+        try:
+            capability = self.compute_capability(fw, report, device, gpus)
+            if capability is None:
+                skip(report, "arch", "compute capability unknown")
+            else:
+                check_arch(report, capability, report.get("arch_list"))
+        except Exception as exc:
+            fail(
+                report, "arch", f"checking the compute capability raised {describe_exception(exc)}", BUG_HINT
+            )
+        skip(report, "memory", "allocator statistics are a torch feature")
+
+    def train(self, fw, report, device, steps, precision):
+        """The training steps and the placement, training and precision gates."""
+        raise NotImplementedError
+
+    def check_multi_gpu(self, fw, report, gpus):
+        """The multi_gpu gate: an all-reduce across the (two or more) GPUs."""
+        raise NotImplementedError
+
+    def run(self, argv):
+        report, ok = start_report(argv, self.framework)
+        if not ok:
+            return emit(report)
+        device_requested, steps, precision = report["device_requested"], report["steps"], report["precision"]
+
+        for name, value in self.environ:
+            os.environ.setdefault(name, value)
+        fw = import_framework(report, self.modules, self.broken_hint)
+        if fw is None:
+            return emit(report)
+
+        gpus = []
+        try:
+            gpus = self.collect_environment(fw, report)
+        except Exception as exc:
+            report["notes"].append(f"collecting device information raised {describe_exception(exc)}")
+
+        if device_requested == "gpu" and not gpus:
+            fail(report, "device", no_gpu_detail(self.no_gpu_says(report)), NO_GPU_HINT)
+            return emit(report)
+        on_gpu = bool(gpus) and device_requested != "cpu"
+        device = self.select_device(fw, report, gpus, on_gpu)
+        if device is None:
+            return emit(report)
+        passed(report, "device")
+
+        effective = precision
+        if precision == "fp16" and not on_gpu and os.environ.get("ENVBUILD_SMOKE_CPU_FP16") != "1":
+            effective = "bf16"
+            report["notes"].append(self.fp16_cpu_note)
+        report["precision_effective"] = effective
+
+        if on_gpu:
+            self.check_gpu(fw, report, device, gpus)
+        else:
+            skip_gpu_gates(report, "cpu")
+        try:
+            self.train(fw, report, device, steps, effective)
+            if on_gpu and len(gpus) < 2:
+                skip(report, "multi_gpu", "one GPU visible")
+            elif on_gpu:
+                self.check_multi_gpu(fw, report, gpus)
+        except Exception as exc:
+            training_failure(report, exc, self.training_hints)
+        return emit(report)
+
+    def main(self, argv=None):
+        return guarded_main(self.run, self.framework, argv)
