@@ -125,11 +125,9 @@ def lock(args: argparse.Namespace) -> int:
     print(f"wrote {path}")
     _warn_base_images(new, matrix)
     if args.pylock:
-        import os
-
         from envbuild.lock.uv import write_pylocks
 
-        for written in write_pylocks(new, os.path.dirname(path)):
+        for written in write_pylocks(new, path):
             print(f"wrote {written}")
     return EXIT_OK
 
@@ -269,14 +267,13 @@ def matrix_gpus(args: argparse.Namespace) -> int:
 
 def matrix_refresh(args: argparse.Namespace) -> int:
     from envbuild.matrix.lifecycle import today
-    from envbuild.matrix.load import default_matrix_dir
     from envbuild.refresh.run import refresh_matrix, settings_from, to_json, to_text
 
     settings = settings_from(
         args.source, args.pypi_url, args.pytorch_index_url, args.cuda_repository, timeout=args.timeout
     )
     day = today().isoformat()
-    findings, written = refresh_matrix(args.matrix or default_matrix_dir(), settings, day, write=args.write)
+    findings, written = refresh_matrix(args.matrix, settings, day, write=args.write)
     view = to_json if args.json else to_text
     sys.stdout.write(view(findings, day=day, sources=settings.sources, written=written))
     return EXIT_OK

@@ -198,11 +198,12 @@ def pylock_name(target: str) -> str:
     return f"pylock.{target.replace('.', '-')}.toml"
 
 
-def write_pylocks(lock: Lock, directory: str) -> list[str]:
-    """`envbuild lock --pylock`: pylock.<target>.toml for every target, next to the lock; their paths."""
+def write_pylocks(lock: Lock, lock_file: str) -> list[str]:
+    """`envbuild lock --pylock`: pylock.<target>.toml for every target, next to the lock file; their
+    paths."""
     written = []
     for target in lock.targets:
-        out = os.path.join(directory, pylock_name(target.name))
+        out = os.path.join(os.path.dirname(lock_file), pylock_name(target.name))
         write_atomic(out, export_pylock(target))
         written.append(out)
     return written

@@ -17,7 +17,7 @@ import os
 from envbuild._util.record import Record
 from envbuild._util.resources import inside_installed_package
 from envbuild.errors import UsageError
-from envbuild.matrix.load import build_matrix, read_raw
+from envbuild.matrix.load import build_matrix, default_matrix_dir, read_raw
 from envbuild.oci.reference import parse_reference
 from envbuild.oci.registry import list_tags
 from envbuild.refresh.cuda_images import image_findings
@@ -130,9 +130,12 @@ def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
     return sorted(findings, key=lambda f: (order.get(f.file, len(order)), ACTIONS.index(f.action)))
 
 
-def refresh_matrix(root: str, settings: Settings, day: str, *, write: bool) -> tuple[list[Finding], bool]:
-    """`envbuild matrix refresh`: the findings, and whether --write changed the files (it writes only
-    when every edited file passes `matrix check`)."""
+def refresh_matrix(
+    root: str | None, settings: Settings, day: str, *, write: bool
+) -> tuple[list[Finding], bool]:
+    """`envbuild matrix refresh` of the matrix in `root` (default: the bundled one): the findings, and
+    whether --write changed the files (it writes only when every edited file passes `matrix check`)."""
+    root = root or default_matrix_dir()
     if write and inside_installed_package(root):
         raise UsageError(
             f"--write would edit the matrix inside the installed package ({root})",

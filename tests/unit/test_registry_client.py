@@ -5,12 +5,10 @@ htpasswd basic auth, compared with what the registry and `docker push` report.""
 from __future__ import annotations
 
 import base64
-import http.server
 import json
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import requests
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.oci.reference import Reference, parse_reference, registry_host
 from envbuild.oci.registry import MANIFEST_ACCEPT, pinned, registry_scheme, resolve_digest
-from tests.helpers.registry import write_docker_config
+from tests.helpers.registry import LoopbackServer, RegistryHandler, write_docker_config
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 OTHER_DIGEST = "sha256:" + "f" * 64
@@ -212,7 +210,7 @@ def test_requests_is_not_imported_at_module_import() -> None:
 # --- a real HTTP token server (not a mock of requests) ----------------------------------------------
 
 
-class FakeRegistry:
+class FakeRegistry(LoopbackServer):
     """A registry-shaped HTTP server: /v2/x/y/manifests/* needs a Bearer token from /token."""
 
     token_user = ("tokenuser", "s3cret-token-pass")
@@ -226,10 +224,7 @@ class FakeRegistry:
         self.require_login = False
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(RegistryHandler):
             def do_GET(self) -> None:
                 path, _, query = self.path.partition("?")
                 auth = self.headers.get("Authorization", "")
@@ -264,35 +259,13 @@ class FakeRegistry:
                     token = "anon-token"
                 self.reply(200, json.dumps({outer.token_key: token}).encode())
 
-            def reply(
-                self, status: int, body: bytes, challenge: str | None = None, digest: str | None = None
-            ):
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                if challenge:
-                    self.send_header("WWW-Authenticate", challenge)
-                if digest:
-                    self.send_header("Docker-Content-Digest", digest)
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def host(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        super().__init__(Handler)
 
 
 @pytest.fixture
 def fake_registry() -> Iterator[FakeRegistry]:
-    server = FakeRegistry()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
+    with FakeRegistry() as server:
+        yield server
 
 
 def test_bearer_token_flow_anonymous(fake_registry: FakeRegistry, tmp_path: Path) -> None:

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import json
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,11 +20,12 @@ from envbuild.oci.registry import (
     promote_by_digest,
     put_manifest,
 )
+from tests.helpers.registry import LoopbackServer, RegistryHandler
 
 # --- the PUT's auth against a real HTTP token server (no mock of requests) -------------------------
 
 
-class PushRegistry:
+class PushRegistry(LoopbackServer):
     """/v2/x/y/manifests/<tag> takes a PUT only with a token issued for scope repository:x/y:pull,push;
     its 401 challenge names only "pull", so the client must ask for the push scope itself."""
 
@@ -36,10 +35,7 @@ class PushRegistry:
         self.refuse_token = False
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(RegistryHandler):
             def do_GET(self) -> None:
                 path, _, query = self.path.partition("?")
                 if path != "/token":
@@ -63,32 +59,13 @@ class PushRegistry:
                 digest = "sha256:" + hashlib.sha256(body).hexdigest()
                 self.reply(201, b"", digest=digest)
 
-            def reply(
-                self, status: int, body: bytes, challenge: str | None = None, digest: str | None = None
-            ) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                if challenge:
-                    self.send_header("WWW-Authenticate", challenge)
-                if digest:
-                    self.send_header("Docker-Content-Digest", digest)
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.host = f"127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        super().__init__(Handler)
 
 
 @pytest.fixture
 def push_registry() -> Iterator[PushRegistry]:
-    server = PushRegistry()
-    server.thread.start()
-    yield server
-    server.server.shutdown()
-    server.server.server_close()
+    with PushRegistry() as server:
+        yield server
 
 
 def test_put_manifest_asks_for_the_push_scope_and_sends_the_exact_bytes(
