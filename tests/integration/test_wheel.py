@@ -36,40 +36,32 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     elsewhere.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("ENVBUILD_MATRIX", "PYTHONPATH")}
     env["ENVBUILD_CACHE_DIR"] = str(tmp_path / "cache")
-    done = subprocess.run(
-        [str(venv / "bin" / "envbuild"), "resolve", "--driver", "550"],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+
+    def installed(*argv: str, check: bool = False) -> subprocess.CompletedProcess[str]:
+        """A command of the installed venv, run from another directory."""
+        return subprocess.run(
+            [str(venv / "bin" / argv[0]), *argv[1:]],
+            cwd=elsewhere,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=check,
+        )
+
+    done = installed("envbuild", "resolve", "--driver", "550")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("driver R550 (PB, EOL 2025-04) runs CUDA <= 12.4 natively")
     assert "12.4" in done.stdout
-    where = subprocess.run(
-        [
-            str(venv / "bin" / "python"),
-            "-c",
-            "from envbuild.matrix.load import default_matrix_dir; print(default_matrix_dir())",
-        ],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
+    where = installed(
+        "python",
+        "-c",
+        "from envbuild.matrix.load import default_matrix_dir; print(default_matrix_dir())",
         check=True,
     )
     assert str(venv) in where.stdout and "_data" in where.stdout
     spec = elsewhere / "envbuild.toml"
     spec.write_text((REPO / "examples" / "torch-wheels" / "envbuild.toml").read_text())
-    rendered = subprocess.run(
-        [str(venv / "bin" / "envbuild"), "render"],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    rendered = installed("envbuild", "render")
     assert rendered.returncode == 0, rendered.stderr
     dockerfile = (elsewhere / "build" / "default" / "Dockerfile").read_text()
     assert dockerfile.startswith("# Rendered by envbuild") and "FROM ubuntu:22.04" in dockerfile
@@ -77,23 +69,9 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     common = (elsewhere / "build" / "default" / "smoke_common.py").read_text()
     assert "from envbuild" not in smoke + common and 'FRAMEWORK = "torch"' in smoke  # no envbuild needed
 
-    workflow = subprocess.run(
-        [str(venv / "bin" / "envbuild"), "ci", "github", "-o", "envbuild.yml"],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    workflow = installed("envbuild", "ci", "github", "-o", "envbuild.yml")
     assert workflow.returncode == 0, workflow.stderr  # templates/ci/ from the wheel's _data
     assert (elsewhere / "envbuild.yml").read_text().startswith("# Written by envbuild")
 
-    refresh = subprocess.run(
-        [str(venv / "bin" / "envbuild"), "matrix", "refresh", "--write"],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    refresh = installed("envbuild", "matrix", "refresh", "--write")
     assert refresh.returncode == 2 and "inside the installed package" in refresh.stderr
