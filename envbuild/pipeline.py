@@ -23,8 +23,9 @@ from envbuild.image import engine
 from envbuild.image.promote import promote
 from envbuild.image.verify import verify_image
 from envbuild.render.context import render_files, write_context
+from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import build_plan
-from envbuild.spec.lockfile import lock_for_render, lock_path
+from envbuild.spec.lockfile import lock_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,7 +77,18 @@ def engine_version() -> str | None:
 class BuildOptions(Record):
     """How `envbuild build` runs, merged from the command line and the spec's [smoke] table."""
 
-    __slots__ = ("out_dir", "builder", "smoke_device", "push", "base_image", "wheelhouse", "no_cache", "jobs")
+    __slots__ = (
+        "out_dir",
+        "builder",
+        "smoke_device",
+        "push",
+        "base_image",
+        "wheelhouse",
+        "no_cache",
+        "jobs",
+        "lock_key",
+        "allow_edited_lock",
+    )
     out_dir: str
     builder: str  # auto | api | buildkit
     smoke_device: str | None  # None: the spec's [smoke] device
@@ -85,6 +97,8 @@ class BuildOptions(Record):
     wheelhouse: str | None
     no_cache: bool
     jobs: int
+    lock_key: bytes | None  # the HMAC key a sealed lock is checked with (spec.lockseal)
+    allow_edited_lock: bool  # build from a lock whose seal fails, with a warning: emergencies only
 
 
 def build_spec(
@@ -107,7 +121,9 @@ def build_spec(
         raise UsageError(
             f"{spec_file} has {len(spec.targets)} targets", fix=f"pass --all or --target ({names})"
         )
-    lock = lock_for_render(spec_file, spec.digest, matrix.digest, warn)
+    lock = lock_for_render(
+        spec, matrix.digest, key=options.lock_key, allow_edited=options.allow_edited_lock, warn=warn
+    )
     digest = lock_file_digest(lock_path(spec_file)) if lock else None
     device = options.smoke_device or spec.smoke.device
     parallel = options.jobs > 1
@@ -178,6 +194,8 @@ def build_target(
                 lock=lock,
                 buildkit=backend == "buildkit",
             )
+            if lock is not None:
+                require_match(lock, plan, lock_path(spec.path))
             write_context(render_files(plan), out_dir, target.name, wheelhouse=options.wheelhouse, plan=plan)
             record.update(stack=plan.stack_document, engine=engine_version(), backend=backend)
             stage("render", started, context=context_dir)

@@ -34,6 +34,12 @@ def _spec(args: argparse.Namespace):
     return load_spec(args.file)
 
 
+def _lock_key(args: argparse.Namespace) -> bytes | None:
+    from envbuild.spec.lockseal import lock_key
+
+    return lock_key(args.lock_key_file)
+
+
 def _warn_base_images(lock, matrix) -> None:
     from envbuild.matrix.lifecycle import base_image_warnings, today
 
@@ -80,6 +86,8 @@ def render(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         wheelhouse=args.wheelhouse,
         buildkit=args.builder == "buildkit",
+        lock_key=_lock_key(args),
+        allow_edited_lock=args.allow_edited_lock,
         warn=_warn,
     )
     for context in rendered:
@@ -101,7 +109,9 @@ def lock(args: argparse.Namespace) -> int:
     if args.check:
         from envbuild.lock.locker import check_lock_file
 
-        current, problems, path = check_lock_file(spec, matrix)
+        current, problems, path = check_lock_file(
+            spec, matrix, key=_lock_key(args), base_image=args.base_image, offline=args.offline
+        )
         _warn_base_images(current, matrix)
         if problems:
             sys.stderr.write(f"error: {path} is out of date:\n")
@@ -119,6 +129,7 @@ def lock(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         upgrade=args.upgrade is not None and not args.upgrade,
         upgrade_packages=tuple(args.upgrade or ()),
+        key=_lock_key(args),
     )
     for line in relock_summary(previous, new):
         print(line)
@@ -144,6 +155,8 @@ def build(args: argparse.Namespace) -> int:
         wheelhouse=args.wheelhouse,
         no_cache=args.no_cache,
         jobs=args.jobs,
+        lock_key=_lock_key(args),
+        allow_edited_lock=args.allow_edited_lock,
     )
     spec = _spec(args)
     results = build_spec(

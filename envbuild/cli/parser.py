@@ -63,6 +63,24 @@ def add_output_dir(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", default=OUTPUT_DIR, metavar="DIR", help=f"default: {OUTPUT_DIR}/")
 
 
+def add_lock_key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--lock-key-file",
+        metavar="FILE",
+        help="HMAC key that signs (lock) or must have signed (render, build, lock --check) "
+        "envbuild.lock; also ENVBUILD_LOCK_KEY",
+    )
+
+
+def add_allow_edited_lock(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-edited-lock",
+        action="store_true",
+        help="emergencies only: use an envbuild.lock whose content digest or HMAC does not match, "
+        "with a warning",
+    )
+
+
 def add_wheelhouse(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--wheelhouse", metavar="DIR", help=help)
 
@@ -141,6 +159,8 @@ def _render(parser: argparse.ArgumentParser) -> None:
         default="buildkit",
         help="render for BuildKit (default: RUN --mount for wheelhouses) or the classic builder",
     )
+    add_lock_key(parser)
+    add_allow_edited_lock(parser)
     add_matrix(parser)
 
 
@@ -161,8 +181,16 @@ def _lock(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--check",
         action="store_true",
-        help="do not write: exit 1 listing what changed when spec, matrix or lock disagree",
+        help="do not write: exit 1 listing what changed when spec, matrix or lock disagree; "
+        "re-resolves every package against the indexes",
     )
+    parser.add_argument(
+        "--offline",
+        action="store_true",
+        help="with --check: compare without asking the indexes (hashes and versions are then "
+        "trusted to the content digest and the HMAC)",
+    )
+    add_lock_key(parser)
     add_base_image(parser)
     parser.add_argument(
         "--pylock",
@@ -199,6 +227,8 @@ def _build(parser: argparse.ArgumentParser) -> None:
         help="build N targets at once against one engine (with --all)",
     )
     add_output_dir(parser)
+    add_lock_key(parser)
+    add_allow_edited_lock(parser)
     add_matrix(parser)
 
 

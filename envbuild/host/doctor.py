@@ -21,7 +21,7 @@ from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_
 from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
 from envbuild.resolve.solver import native_cuda_of
 from envbuild.smoke.programs.smoke_common import require_satisfied
-from envbuild.spec.lockfile import load_lock
+from envbuild.spec.lockread import load_lock
 
 if TYPE_CHECKING:
     from typing import Any

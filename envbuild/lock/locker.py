@@ -9,6 +9,7 @@ closure as constraints. The file format is envbuild.spec.lockfile.
 
 from __future__ import annotations
 
+import difflib
 import os
 
 from envbuild import __version__
@@ -16,16 +17,18 @@ from envbuild.errors import EnvbuildError
 from envbuild.lock.uv import compile_layer
 from envbuild.matrix.model import Matrix
 from envbuild.oci.registry import pinned
+from envbuild.render.lockmatch import lock_drift, stack_facts
 from envbuild.render.plan import Plan, build_plan
 from envbuild.spec.lockfile import (
     Lock,
     LockedPackage,
     LockedTarget,
-    load_lock,
-    load_previous,
+    dumps,
     lock_path,
     write_lock,
 )
+from envbuild.spec.lockread import load_previous, read_lock
+from envbuild.spec.lockseal import seal_problems
 from envbuild.spec.model import Spec, Target
 
 
@@ -33,19 +36,16 @@ def _pins(packages: tuple[LockedPackage, ...], layer: str) -> tuple[str, ...]:
     return tuple(f"{p.name}=={p.version}" for p in packages if p.layer == layer)
 
 
-def lock_target(
-    matrix: Matrix,
-    spec: Spec,
-    target: Target,
+def lock_packages(
+    plan: Plan,
     *,
-    base_image: str | None = None,
-    previous: LockedTarget | None = None,
+    keep: tuple[LockedPackage, ...] = (),
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
-) -> LockedTarget:
-    plan = build_plan(matrix, spec, target, base_image=base_image)
+) -> tuple[LockedPackage, ...]:
+    """A plan's Python closure in two layers, preferring the `keep` pins: the framework from its
+    variant's index, then the user packages against the framework's pins."""
     framework: list[LockedPackage] = []
-    keep = previous.packages if previous and not upgrade else ()
     if plan.strategy != "conda":  # conda-forge installs the framework; its solve is not locked here
         for name, version, index, hashes in compile_layer(
             plan.framework_requirements,
@@ -85,36 +85,35 @@ def lock_target(
                     name=name, version=version, layer="user", index=index or plan.index_url, hashes=hashes
                 )
             )
-    packages = tuple(sorted(framework, key=lambda p: p.name)) + tuple(sorted(user, key=lambda p: p.name))
-    stack = tuple(
-        sorted((k, str(v)) for k, v in plan.stack_document.items() if k in STACK_KEYS and v is not None)
-    )
-    requirements = (*plan.framework_requirements, *plan.pip)
+    return tuple(sorted(framework, key=lambda p: p.name)) + tuple(sorted(user, key=lambda p: p.name))
+
+
+def locked_target(plan: Plan, base_image: str, packages: tuple[LockedPackage, ...]) -> LockedTarget:
     return LockedTarget(
-        name=target.name,
+        name=plan.target,
         strategy=plan.strategy,
         python=plan.python,
-        base_image=pinned(plan.base_image),
-        requirements=requirements,
-        stack=stack,
+        base_image=base_image,
+        requirements=(*plan.framework_requirements, *plan.pip),
+        stack=stack_facts(plan),
         packages=packages,
     )
 
 
-STACK_KEYS = (
-    "framework",
-    "framework_version",
-    "variant",
-    "cuda",
-    "cudnn",
-    "nccl",
-    "min_driver",
-    "compat",
-    "index_url",
-    "os",
-    "arch",
-    "cuda_from",
-)
+def lock_target(
+    matrix: Matrix,
+    spec: Spec,
+    target: Target,
+    *,
+    base_image: str | None = None,
+    previous: LockedTarget | None = None,
+    upgrade: bool = False,
+    upgrade_packages: tuple[str, ...] = (),
+) -> LockedTarget:
+    plan = build_plan(matrix, spec, target, base_image=base_image)
+    keep = previous.packages if previous and not upgrade else ()
+    packages = lock_packages(plan, keep=keep, upgrade=upgrade, upgrade_packages=upgrade_packages)
+    return locked_target(plan, pinned(plan.base_image), packages)
 
 
 def lock_spec(
@@ -159,9 +158,10 @@ def relock(
     base_image: str | None = None,
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
+    key: bytes | None = None,
 ) -> tuple[Lock | None, Lock, str]:
     """`envbuild lock`: lock the spec (keeping the previous lock's pins unless upgrading) and write
-    envbuild.lock next to it. (previous lock or None, new lock, its path)."""
+    envbuild.lock next to it, sealed with `key` when one is set. (previous lock or None, new lock, path)."""
     path = lock_path(spec.path)
     previous = load_previous(path)
     lock = lock_spec(
@@ -173,67 +173,92 @@ def relock(
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
     )
-    write_lock(path, lock)
+    write_lock(path, lock, key)
     return previous, lock, path
 
 
-def check_lock_file(spec: Spec, matrix: Matrix) -> tuple[Lock, list[str], str]:
-    """`envbuild lock --check`: the lock next to the spec, every reason it no longer matches, its path."""
+def check_lock_file(
+    spec: Spec,
+    matrix: Matrix,
+    *,
+    key: bytes | None = None,
+    base_image: str | None = None,
+    offline: bool = False,
+) -> tuple[Lock, list[str], str]:
+    """`envbuild lock --check`: the lock next to the spec, every reason it is not the lock
+    `envbuild lock` would write now, and its path.
+
+    Three layers, each catching what the one before cannot: the seal (an edit made without
+    envbuild; with a key, an edit made without the key), what the spec and matrix imply (a forgery
+    of the stack, the targets, the framework pin or the base repository, digest recomputed), and,
+    unless offline, a re-resolution with the lock's own pins preferred, compared byte for byte (a
+    forged hash, version, package or layer)."""
     path = lock_path(spec.path)
-    lock, intact = load_lock(path)
-    return lock, check_lock(lock, intact, spec, matrix), path
+    read = read_lock(path)
+    problems = seal_problems(path, read.body, read.digest, read.hmac, key)
+    return (
+        read.lock,
+        problems + check_lock(read.lock, spec, matrix, base_image=base_image, offline=offline),
+        path,
+    )
 
 
-def check_lock(lock: Lock, intact: bool, spec: Spec, matrix: Matrix) -> list[str]:
-    """Every reason the lock no longer describes spec + matrix; empty when it does."""
+def check_lock(
+    lock: Lock, spec: Spec, matrix: Matrix, *, base_image: str | None = None, offline: bool = False
+) -> list[str]:
+    """Every reason the lock does not describe spec + matrix; empty when it does."""
     problems = []
-    if not intact:
-        problems.append("envbuild.lock was edited by hand (its content digest does not match)")
-    spec_changed = lock.spec_digest != spec.digest
-    matrix_changed = lock.matrix_digest != matrix.digest
-    if spec_changed:
+    if lock.spec_digest != spec.digest:
         problems.append(
             f"{os.path.basename(spec.path)} changed since the lock "
             f"(sha256 {lock.spec_digest[:12]} -> {spec.digest[:12]})"
         )
-    if matrix_changed:
+    if lock.matrix_digest != matrix.digest:
         problems.append(
             f"the compatibility matrix changed since the lock "
             f"(sha256 {lock.matrix_digest[:12]} -> {matrix.digest[:12]})"
         )
-    if spec_changed or matrix_changed:
-        names = {t.name for t in spec.targets}
-        for locked in lock.targets:
-            if locked.name not in names:
-                problems.append(f"target {locked.name!r} is locked but no longer in the spec")
-        for target in spec.targets:
-            locked = lock.target(target.name)
-            if locked is None:
-                problems.append(f"target {target.name!r} is in the spec but not locked")
-                continue
-            try:
-                plan = build_plan(matrix, spec, target)
-            except EnvbuildError as exc:
-                problems.append(f"target {target.name!r} no longer resolves: {exc.message}")
-                continue
-            problems += _target_drift(locked, plan)
+    names = {t.name for t in spec.targets}
+    for locked in lock.targets:
+        if locked.name not in names:
+            problems.append(f"target {locked.name!r} is locked but no longer in the spec")
+    relocked: list[LockedTarget] = []
+    for target in spec.targets:
+        locked = lock.target(target.name)
+        if locked is None:
+            problems.append(f"target {target.name!r} is in the spec but not locked")
+            continue
+        try:
+            plan = build_plan(matrix, spec, target, base_image=base_image, lock=locked)
+        except EnvbuildError as exc:
+            problems.append(f"target {target.name!r}: {exc.message}")
+            continue
+        drift = lock_drift(locked, plan)
+        problems += drift
+        if not offline and not drift:
+            relocked.append(locked_target(plan, locked.base_image, lock_packages(plan, keep=locked.packages)))
+    if not offline and not problems:
+        problems += _byte_drift(lock, lock.replace(envbuild=__version__, targets=tuple(relocked)))
     return problems
 
 
-def _target_drift(locked: LockedTarget, plan: Plan) -> list[str]:
-    found = []
-    now = dict((k, str(v)) for k, v in plan.stack_document.items() if k in STACK_KEYS and v is not None)
-    for key, value in locked.stack:
-        if now.get(key) != value:
-            found.append(f"target {locked.name!r}: {key} {value} -> {now.get(key)}")
-    wanted = (*plan.framework_requirements, *plan.pip)
-    for requirement in sorted(set(wanted) - set(locked.requirements)):
-        found.append(f"target {locked.name!r}: requirement added: {requirement}")
-    for requirement in sorted(set(locked.requirements) - set(wanted)):
-        found.append(f"target {locked.name!r}: requirement removed: {requirement}")
-    if plan.python != locked.python:
-        found.append(f"target {locked.name!r}: python {locked.python} -> {plan.python}")
-    return found
+def _byte_drift(lock: Lock, relocked: Lock) -> list[str]:
+    """What differs between the lock and the one `envbuild lock` writes now (its envbuild version
+    aside, so upgrading envbuild alone does not fail CI), as a short unified diff."""
+    was, now = dumps(lock.replace(envbuild=__version__)), dumps(relocked)
+    if was == now:
+        return []
+    diff = [
+        line.rstrip("\n")
+        for line in difflib.unified_diff(
+            was.splitlines(True), now.splitlines(True), "envbuild.lock", "re-resolved", n=1
+        )
+    ]
+    shown = diff[2:22] + (["..."] if len(diff) > 22 else [])
+    return [
+        "envbuild.lock is not what `envbuild lock` resolves now (a forged or stale pin):\n      "
+        + "\n      ".join(shown)
+    ]
 
 
 def relock_summary(old: Lock | None, new: Lock) -> list[str]:

@@ -16,9 +16,10 @@ from envbuild import __version__
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
+from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
 from envbuild.smoke import program_files
-from envbuild.spec.lockfile import lock_for_render
+from envbuild.spec.lockfile import lock_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,9 +42,21 @@ PYTHON_ENV = (
 CONDA_ENV = (("PIP_DISABLE_PIP_VERSION_CHECK", "1"), ("PIP_NO_CACHE_DIR", "1"), ("PYTHONUNBUFFERED", "1"))
 
 
+def double_quoted(value: object) -> str:
+    """A Dockerfile (and YAML) double-quoted string: JSON's escaping, with the text kept as UTF-8,
+    since Docker stores a \\u00e9 escape literally."""
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def literal(value: object) -> str:
+    """double_quoted, with `$` escaped: Docker expands $NAME in ENV and LABEL values, so a user's
+    `pa$word` would otherwise become `pa`."""
+    return double_quoted(value).replace("$", "\\$")
+
+
 def _environment():
-    """Dockerfiles quote every value with `dq` (a JSON string is a valid Dockerfile string)."""
-    return environment({"dq": lambda value: json.dumps(str(value))})
+    """Dockerfiles quote every value with `dq`, or `literal` for text that must not expand."""
+    return environment({"dq": double_quoted, "literal": literal})
 
 
 def _squeeze(text: str) -> str:
@@ -143,6 +156,8 @@ def render_spec(
     base_image: str | None = None,
     wheelhouse: str | None = None,
     buildkit: bool = True,
+    lock_key: bytes | None = None,
+    allow_edited_lock: bool = False,
     warn: Callable[[str], None],
 ) -> list[Rendered]:
     """`envbuild render`: every target (or `target`) planned against the lock next to the spec, when
@@ -151,19 +166,22 @@ def render_spec(
     Every target resolves and renders before anything is written, so a target that fails leaves
     every context as it was."""
     check_output_dir(out_dir)
-    lock = lock_for_render(spec_file, spec.digest, matrix.digest, warn)
-    plans = [
-        build_plan(
+    lock = lock_for_render(spec, matrix.digest, key=lock_key, allow_edited=allow_edited_lock, warn=warn)
+    plans = []
+    for chosen in spec.target(target):
+        locked = lock.target(chosen.name) if lock else None
+        plan = build_plan(
             matrix,
             spec,
             chosen,
             base_image=base_image,
             wheelhouse=wheelhouse is not None,
-            lock=lock.target(chosen.name) if lock else None,
+            lock=locked,
             buildkit=buildkit,
         )
-        for chosen in spec.target(target)
-    ]
+        if locked is not None:
+            require_match(locked, plan, lock_path(spec.path))
+        plans.append(plan)
     rendered = [(plan, render_files(plan)) for plan in plans]
     done = []
     for plan, files in rendered:

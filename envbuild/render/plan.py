@@ -11,11 +11,12 @@ import re
 
 from envbuild import __version__
 from envbuild._util.record import Record
-from envbuild.errors import NoStackError, UsageError
+from envbuild.errors import LockError, NoStackError, UsageError
 from envbuild.matrix.cuda_tags import cuda_tag
 from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
+from envbuild.oci.reference import parse_reference
 from envbuild.resolve.query import build_query
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
@@ -236,8 +237,10 @@ def build_plan(
         image = base_image
         if runtime_image is not None:
             runtime_image = base_image
-    elif lock is not None:
-        image = lock.base_image  # pinned by digest (a devel build's runtime stage keeps its tag)
+    if lock is not None:  # the lock pins the base the spec, the matrix and --base-image name
+        image = locked_base(
+            lock, image, overridden=base_image is not None, where=f"{spec.path} target {target.name!r}"
+        )
 
     conda_framework: tuple[str, ...] = ()
     if strategy == "conda":
@@ -274,13 +277,6 @@ def build_plan(
     except ValueError as exc:
         raise UsageError(f"{spec.path}: [image] tags: {exc}", fix="change the tag template") from None
 
-    if lock is not None and (
-        lock.python != python or dict(lock.stack).get("framework_version") != stack.release.version
-    ):
-        raise UsageError(
-            f"{spec.path} target {target.name!r}: envbuild.lock was made for another stack",
-            fix="run `envbuild lock` (and `envbuild lock --check` in CI)",
-        )
     image_labels = _image_labels(spec, target, stack, strategy, image, python)
     document = stack_json(stack)
     document.update(
@@ -333,6 +329,27 @@ def build_plan(
         else "".join(f"{r}\n" for r in spec.packages.pip),
         buildkit=buildkit,
     )
+
+
+def locked_base(lock: LockedTarget, image: str, *, overridden: bool, where: str) -> str:
+    """The lock's digest-pinned base, when it pins the repository the plan names.
+
+    A lock is reviewed text: a base of another repository is a forgery or a lock made with a
+    different --base-image, and either way not what this build was asked for."""
+    locked, named = parse_reference(lock.base_image), parse_reference(image)
+    same_repository = (locked.api_host, locked.repository) == (named.api_host, named.repository)
+    if not same_repository or (named.digest and named.digest != locked.digest):
+        hint = (
+            ""
+            if overridden
+            else f"; if {locked.name} is your mirror, pass --base-image {locked.name}:{locked.tag}"
+        )
+        raise LockError(
+            f"{where}: envbuild.lock pins the base image {lock.base_image}, but the spec, the matrix "
+            f"and --base-image give {image}{hint}",
+            fix="run `envbuild lock` with the same --base-image, and commit envbuild.lock",
+        )
+    return lock.base_image  # a devel build's runtime stage keeps its tag
 
 
 def _image_labels(

@@ -144,9 +144,8 @@ class _Reader:
             raise self.fail(where, key, value, "expected a string")
         if choices is not None and value not in choices:
             raise self.fail(where, key, value, f"accepted: {', '.join(choices)}")
-        try:
-            validate.reject_metacharacters(value)
-            return check(value) if check else value
+        try:  # a check owns its field's rules (a pip marker may hold ';'); the rest get the common ones
+            return check(value) if check else validate.reject_metacharacters(value)
         except ValueError as exc:
             raise self.fail(where, key, value, str(exc)) from None
 
@@ -159,8 +158,7 @@ class _Reader:
         cleaned = []
         for index, item in enumerate(value):
             try:
-                validate.reject_metacharacters(item)
-                cleaned.append(check(item) if check else item)
+                cleaned.append(check(item) if check else validate.reject_metacharacters(item))
             except ValueError as exc:
                 raise self.fail(where, f"{key}[{index}]", item, str(exc)) from None
         return tuple(cleaned)

@@ -9,21 +9,30 @@ accepted; spec/model.py adds the file, table and key.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from envbuild.errors import UsageError
 from envbuild.oci import labels
 from envbuild.oci.reference import TAG_RE, Reference, parse_reference
 
-# Anything that could end a Dockerfile instruction or chain a shell command.
-FORBIDDEN = ("\n", "\r", "&&", "||", ";", "`", "$(", "${", "\\", "\x00")
+# Anything that could chain a shell command (line ends are refused with every other control
+# character by reject_unsafe_text).
+FORBIDDEN = ("&&", "||", ";", "`", "$(", "${", "\\")
+# Unicode categories no field needs, each a way to split or disguise a line: control characters
+# (Cc, which holds U+0085 NEL), format characters (Cf: zero-width and bidirectional overrides),
+# line and paragraph separators (Zl U+2028, Zp U+2029), surrogates and private use.
+_UNSAFE_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible format character",
+                      "Zl": "a line separator", "Zp": "a paragraph separator",
+                      "Cs": "a surrogate", "Co": "a private-use character"}
+_USERINFO_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")
 
 _APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")
 _CONDA_RE = re.compile(
-    r"^[a-z0-9_][a-z0-9_.-]*(\s*(==|=|>=|<=|>|<|!=)\s*[A-Za-z0-9_.*+!-]+){0,2}"
-    r"(,\s*(>=|<=|>|<|!=|==)\s*[A-Za-z0-9_.*+!-]+)*$",
-    re.IGNORECASE,
+    r"[a-z0-9_][a-z0-9_.-]*( *(==|=|>=|<=|>|<|!=) *[A-Za-z0-9_.*+!-]+){0,2}"
+    r"(, *(>=|<=|>|<|!=|==) *[A-Za-z0-9_.*+!-]+)*",
+    re.IGNORECASE | re.ASCII,  # ASCII: \s and friends would match Unicode spaces and separators
 )
-_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d+)?(/[A-Za-z0-9._~%/+@:=-]*)?$")
+_URL_RE = re.compile(r"^https?://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~%/+@:=-]*)?$")
 _LABEL_KEY_RE = re.compile(r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
@@ -31,29 +40,51 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 TAG_FIELDS = ("framework", "framework_version", "cuda", "python", "target")
 
 
-def reject_metacharacters(value: str) -> str:
+def reject_unsafe_text(value: str) -> str:
+    """The one check every field of a spec or a lock passes, whatever it means: no character that
+    ends or hides a line (Python's splitlines() and Docker both split on more than \\n), and no
+    credentials in a URL, which would be written into a layer and a committed file."""
+    for ch in value:
+        category = unicodedata.category(ch)
+        if category in _UNSAFE_CATEGORIES:
+            shown = {"\n": "a newline", "\r": "a carriage return", "\x00": "a NUL byte"}.get(
+                ch, _UNSAFE_CATEGORIES[category]
+            )
+            raise ValueError(f"contains {shown} (U+{ord(ch):04X}), which could start a new line or hide text")
+    if _USERINFO_RE.search(value):
+        raise ValueError(
+            "contains a URL with a user name or password; credentials would be written into the "
+            "image and the lock (put them in ~/.netrc or the index's keyring, which pip and uv read)"
+        )
+    return value
+
+
+def reject_metacharacters(value: str, *, allowed: str = "") -> str:
+    """reject_unsafe_text, and nothing that could chain a shell command (`allowed`: what a field's
+    own grammar permits, like the ';' before a PEP 508 marker)."""
+    reject_unsafe_text(value)
     for bad in FORBIDDEN:
-        if bad in value:
-            shown = {
-                "\n": "a newline",
-                "\r": "a carriage return",
-                "\x00": "a NUL byte",
-                "\\": "a backslash",
-            }.get(bad, repr(bad))
+        if bad not in allowed and bad in value:
+            shown = {"\\": "a backslash"}.get(bad, repr(bad))
             raise ValueError(f"contains {shown}, which could escape into a shell command")
-    if any(ord(ch) < 32 for ch in value):
-        raise ValueError("contains a control character")
     return value
 
 
 def pip_requirement(value: str) -> str:
-    reject_metacharacters(value)
+    """A PEP 508 requirement. Its one ';' may only begin an environment marker, which
+    packaging parses: it reaches requirements files, never a shell."""
+    reject_metacharacters(value, allowed=";")
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
         requirement = Requirement(value)
     except InvalidRequirement as exc:
         raise ValueError(f"is not a PEP 508 requirement ({exc}); accepted: e.g. 'numpy>=1.26'") from None
+    if value.count(";") > (1 if requirement.marker is not None else 0):
+        raise ValueError(
+            "contains ';' outside the one that begins an environment marker, "
+            "which could escape into a shell command"
+        )
     if requirement.url and not requirement.url.startswith("https://"):
         raise ValueError("direct references must be https:// URLs")
     return str(requirement)
@@ -61,7 +92,7 @@ def pip_requirement(value: str) -> str:
 
 def apt_package(value: str) -> str:
     reject_metacharacters(value)
-    if not _APT_RE.match(value):
+    if not _APT_RE.fullmatch(value):
         raise ValueError(
             "is not a Debian package name (lowercase letters, digits, + - . and an "
             "optional =version); accepted: e.g. 'libgl1' or 'git=1:2.39.5-0+deb12u1'"
@@ -71,14 +102,14 @@ def apt_package(value: str) -> str:
 
 def conda_spec(value: str) -> str:
     reject_metacharacters(value)
-    if not _CONDA_RE.match(value.strip()):
+    if not _CONDA_RE.fullmatch(value.strip(" ")):
         raise ValueError("is not a conda match spec; accepted: e.g. 'numpy', 'numpy=1.26', 'numpy>=1.26,<2'")
-    return value.strip()
+    return value.strip(" ")
 
 
 def url(value: str) -> str:
     reject_metacharacters(value)
-    if not _URL_RE.match(value):
+    if not _URL_RE.fullmatch(value):
         raise ValueError(
             "is not an http(s) URL without spaces or quotes; accepted: e.g. 'https://pypi.org/simple'"
         )
@@ -142,7 +173,7 @@ def expand_tag(template: str, fields: dict[str, str]) -> str:
 
 def label_key(value: str) -> str:
     reject_metacharacters(value)
-    if not _LABEL_KEY_RE.match(value):
+    if not _LABEL_KEY_RE.fullmatch(value):
         raise ValueError("is not a label key (lowercase reverse-DNS style, e.g. 'com.example.team')")
     if value.startswith(labels.PREFIX):
         raise ValueError(f"is reserved: envbuild writes the {labels.PREFIX}* labels itself")
@@ -159,14 +190,14 @@ def free_text(value: str) -> str:
 
 def env_name(value: str) -> str:
     reject_metacharacters(value)
-    if not _ENV_NAME_RE.match(value):
+    if not _ENV_NAME_RE.fullmatch(value):
         raise ValueError("is not an environment variable name (letters, digits, _)")
     return value
 
 
 def user_name(value: str) -> str:
     reject_metacharacters(value)
-    if not _USER_RE.match(value):
+    if not _USER_RE.fullmatch(value):
         raise ValueError("is not a Linux user name (lowercase, digits, _ -, at most 32)")
     if value in ("root", "0"):
         raise ValueError("would run the image as root; images run as a non-root user")
@@ -175,6 +206,6 @@ def user_name(value: str) -> str:
 
 def target_name(value: str) -> str:
     reject_metacharacters(value)
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise ValueError("is not a target name (lowercase letters, digits, _ . -)")
     return value

@@ -15,7 +15,7 @@ import pytest
 
 from envbuild._testing.pyindex import PackageIndex, build_wheel
 from envbuild.cli.app import main
-from envbuild.spec.lockfile import load_lock
+from envbuild.spec.lockread import load_lock
 from tests.helpers.locking import run_lock, spec_text
 from tests.helpers.paths import MATRIX_DIR
 
@@ -87,7 +87,7 @@ def test_check_warns_when_the_base_image_is_past_end_of_life(
     eol_base = "nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04@sha256:" + "a" * 64
     assert run_lock(capsys, project, "--base-image", eol_base)[0] == 0
     monkeypatch.setenv("ENVBUILD_TODAY", "2026-11-29")  # R535, and so CUDA 12.2 images, ended 2026-06
-    code, out, err = run_lock(capsys, project, "--check")
+    code, out, err = run_lock(capsys, project, "--check", "--base-image", eol_base)
     assert code == 0 and "matches" in out  # the lock is current: the warning does not fail CI
     assert (
         "warning: target default: base image nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04 is past end of "
@@ -96,7 +96,7 @@ def test_check_warns_when_the_base_image_is_past_end_of_life(
     assert "(due 2026-12-30)" in err
     assert "fix: move to the nearest supported release nvidia/cuda:13.0.2-cudnn-runtime-ubuntu22.04" in err
     monkeypatch.setenv("ENVBUILD_TODAY", "2025-01-01")
-    code, _, err = run_lock(capsys, project, "--check")
+    code, _, err = run_lock(capsys, project, "--check", "--base-image", eol_base)
     assert code == 0 and err == ""
 
 

@@ -1,0 +1,145 @@
+"""Whether a lock still says what the spec and the matrix imply for each target, and the lock
+render and build may use: sealed (spec.lockseal), made for this spec and matrix, and consistent.
+
+A lock that passes its seal can still be a forgery whose digest was recomputed. What the spec and
+matrix determine (the targets, the stack, the framework pin, which layer a direct requirement is
+in, the indexes, the base repository) is re-derived here and compared, offline, on every render
+and build; `envbuild lock --check` adds a full re-resolution (envbuild.lock.locker).
+"""
+
+from __future__ import annotations
+
+import os
+
+from envbuild._util.record import TYPE_CHECKING
+from envbuild.errors import LockError
+from envbuild.spec.lockfile import Lock, LockedTarget, canonical, lock_path
+from envbuild.spec.lockread import STACK_KEYS, read_lock
+from envbuild.spec.lockseal import judge_seal
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from envbuild.render.plan import Plan
+    from envbuild.spec.model import Spec
+
+FIX = "run `envbuild lock` and commit envbuild.lock"
+
+
+def stack_facts(plan: Plan) -> tuple[tuple[str, str], ...]:
+    """The stack facts a lock records for a plan (STACK_KEYS), as sorted (key, text) pairs."""
+    document = plan.stack_document
+    return tuple(sorted((k, str(v)) for k, v in document.items() if k in STACK_KEYS and v is not None))
+
+
+def _same_url(a: str, b: str | None) -> bool:
+    return b is not None and a.rstrip("/") == b.rstrip("/")
+
+
+def lock_drift(locked: LockedTarget, plan: Plan) -> list[str]:
+    """Every way the locked target differs from what the spec and matrix imply; empty when none."""
+    from packaging.requirements import Requirement
+
+    name = f"target {locked.name!r}"
+    found = []
+    if locked.strategy != plan.strategy:
+        found.append(f"{name}: strategy {locked.strategy} -> {plan.strategy}")
+    if locked.python != plan.python:
+        found.append(f"{name}: python {locked.python} -> {plan.python}")
+    was, now = dict(locked.stack), dict(stack_facts(plan))
+    for key in sorted(set(was) | set(now)):
+        if was.get(key) != now.get(key):
+            found.append(f"{name}: {key} {was.get(key)} -> {now.get(key)}")
+    wanted = (*plan.framework_requirements, *plan.pip)
+    for requirement in sorted(set(wanted) - set(locked.requirements)):
+        found.append(f"{name}: requirement added: {requirement}")
+    for requirement in sorted(set(locked.requirements) - set(wanted)):
+        found.append(f"{name}: requirement removed: {requirement}")
+    if set(wanted) == set(locked.requirements) and tuple(locked.requirements) != wanted:
+        found.append(f"{name}: requirements are not in the order the spec gives them")
+
+    layers = {
+        layer: {p.name: p for p in locked.packages if p.layer == layer} for layer in ("framework", "user")
+    }
+    framework_sources = (plan.framework_index, plan.framework_find_links)
+    if plan.strategy == "conda" and layers["framework"]:
+        found.append(
+            f"{name}: strategy conda installs the framework from conda-forge; the lock has a framework layer"
+        )
+    for requirement in plan.framework_requirements if plan.strategy != "conda" else ():
+        parsed = Requirement(requirement)
+        package = layers["framework"].get(canonical(parsed.name))
+        if package is None or not parsed.specifier.contains(package.version, prereleases=True):
+            pinned = f"{package.name} {package.version}" if package else "nothing"
+            found.append(f"{name}: the framework layer must pin {requirement}, and pins {pinned}")
+    for requirement in plan.pip:
+        parsed = Requirement(requirement)
+        key = canonical(parsed.name)
+        package = layers["framework"].get(key) or layers["user"].get(key)
+        if package is None:
+            if parsed.marker is None:  # a marker may exclude it on linux x86_64
+                found.append(f"{name}: requirement {requirement} has no locked package")
+        elif not parsed.specifier.contains(package.version, prereleases=True):
+            found.append(f"{name}: requirement {requirement} is locked at {package.version}")
+    for package in layers["framework"].values():
+        if not any(_same_url(package.index, source) for source in framework_sources):
+            found.append(
+                f"{name}: framework package {package.name} comes from {package.index}, "
+                f"not the framework index {plan.framework_index}"
+            )
+    user_indexes = (plan.index_url, *plan.extra_index_urls)
+    for package in layers["user"].values():
+        if not any(_same_url(package.index, source) for source in user_indexes):
+            found.append(
+                f"{name}: package {package.name} comes from {package.index}, "
+                f"not one of the spec's indexes ({', '.join(user_indexes)})"
+            )
+    return found
+
+
+def require_match(locked: LockedTarget, plan: Plan, path: str) -> None:
+    """Refuse to render a target from a lock that no longer describes it."""
+    drift = lock_drift(locked, plan)
+    if drift:
+        raise LockError(
+            f"{path} does not describe what the spec and matrix give:\n  - " + "\n  - ".join(drift), fix=FIX
+        )
+
+
+def lock_for_render(
+    spec: Spec,
+    matrix_digest: str,
+    *,
+    key: bytes | None,
+    allow_edited: bool,
+    warn: Callable[[str], None],
+) -> Lock | None:
+    """envbuild.lock next to the spec, when there is one, as render and build may use it: every
+    field valid, its seal intact (or overridden, loudly), made for this spec and matrix, and
+    locking every target of the spec: a target it lacks is an error, not an unlocked build."""
+    path = lock_path(spec.path)
+    if not os.path.exists(path):
+        if key is not None:
+            raise LockError(f"{path} does not exist, and a lock key is set: builds must be locked", fix=FIX)
+        return None
+    read = read_lock(path)
+    judge_seal(path, read.body, read.digest, read.hmac, key=key, allow_edited=allow_edited, warn=warn)
+    lock = read.lock
+    if lock.spec_digest != spec.digest or lock.matrix_digest != matrix_digest:
+        raise LockError(
+            f"{path} does not match {spec.path} and the matrix",
+            fix="run `envbuild lock` (or remove envbuild.lock to render unlocked)",
+        )
+    missing = [t.name for t in spec.targets if lock.target(t.name) is None]
+    extra = sorted({t.name for t in lock.targets} - {t.name for t in spec.targets})
+    if missing or extra:
+        detail = "; ".join(
+            part
+            for part in (
+                f"no entry for target(s) {', '.join(missing)}" if missing else "",
+                f"entries for target(s) {', '.join(extra)} the spec does not have" if extra else "",
+            )
+            if part
+        )
+        raise LockError(f"{path} does not lock the spec's targets: {detail}", fix=FIX)
+    return lock
