@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild._testing.pyindex import download_for_target
+from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_target
 from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.matrix.model import Matrix
 from tests.helpers.docker import docker, make_bookworm_image
@@ -81,6 +81,31 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28."""
     return download_for_target(tmp_path_factory.mktemp("framework-wheels"), "torch==2.13.0")
+
+
+@pytest.fixture(scope="session")
+def user_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The spec's own index for the lock tests: app (with an extra and markers), lib 1.0 and 2.0."""
+    directory = tmp_path_factory.mktemp("user-wheels")
+    build_wheel(
+        directory,
+        "app",
+        "1.0",
+        ["lib>=1", 'linuxonly; sys_platform == "linux"', 'winonly; sys_platform == "win32"'],
+        extras={"fast": ["speedup"]},
+    )
+    build_wheel(directory, "lib", "1.0")
+    build_wheel(directory, "lib", "2.0", ["base"])
+    for name in ("base", "linuxonly", "winonly", "speedup"):
+        build_wheel(directory, name, "1.0")
+    return directory
+
+
+@pytest.fixture(scope="session")
+def indexes(user_wheels: Path, framework_wheels: Path) -> Iterator[tuple[PackageIndex, PackageIndex]]:
+    """(the user index, the framework index) on loopback, for `envbuild lock`."""
+    with PackageIndex(user_wheels) as user, PackageIndex(framework_wheels) as framework:
+        yield user, framework
 
 
 @pytest.fixture(scope="session")
