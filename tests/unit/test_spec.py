@@ -198,6 +198,17 @@ def test_init_force_onto_a_directory_is_a_usage_error(
     ]
 
 
+@pytest.mark.parametrize("path", ["/sys/envbuild.toml", "/proc/envbuild.toml"])
+def test_init_into_a_folder_nobody_may_write_is_a_usage_error(
+    path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/sys and /proc refuse new files even to root, as a read-only filesystem does."""
+    assert main(["init", "-f", path]) == 2
+    err = capsys.readouterr().err
+    assert f"-f {path}: cannot write it" in err and "fix: pick a folder you can write to" in err
+    assert not Path(path).exists()
+
+
 def test_the_starter_spells_out_the_smoke_defaults(tmp_path: Path) -> None:
     """The starter writes steps and timeout as values a newcomer sees; they are the defaults."""
     spec = tmp_path / "envbuild.toml"
