@@ -333,6 +333,7 @@ class _SilentEngine(RegistryHandler):
 
 def test_a_wedged_engine_meets_the_same_deadline(capsys, fake_smi, monkeypatch) -> None:
     fake_smi("banner_550_h100_8gpu.txt")
+    _SilentEngine.release.clear()
     with LoopbackServer(_SilentEngine) as engine:
         monkeypatch.setenv("DOCKER_HOST", f"tcp://{engine.host}")
         try:
