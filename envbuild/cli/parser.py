@@ -288,11 +288,20 @@ def _ci_github(parser: argparse.ArgumentParser) -> None:
 
 
 def _doctor(parser: argparse.ArgumentParser) -> None:
+    from envbuild.host.doctor import DEFAULT_TIMEOUT_S
+
     subject = parser.add_mutually_exclusive_group()
     subject.add_argument(
         "--lock", metavar="PATH", help="judge the stacks of this envbuild.lock against this host"
     )
     subject.add_argument("--image", metavar="REF", help="judge this image (labels, NVIDIA_REQUIRE_CUDA)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"one deadline for the whole run; checks it cuts off fail (default {DEFAULT_TIMEOUT_S:g})",
+    )
     add_json(parser, "the checks as JSON")
     add_matrix(parser)
 

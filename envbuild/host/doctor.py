@@ -3,16 +3,23 @@
 Order of operations from the field: visibility first (nvidia-smi), then the stack (driver against the
 matrix, the container toolkit, the Engine), then what is happening on the GPUs (memory held by other
 processes, heat, slowdowns). Every check that is not ok says how to fix it.
+
+The doctor is run when a host misbehaves, and a misbehaving host hangs rather than fails: a wedged
+driver makes nvidia-smi hang, a stuck dockerd accepts connections and never answers. So the whole run
+has one deadline (`--timeout`, default 60 s) that every wait draws on; when it passes, the check in
+progress and every check after it are reported as failed, with a fix, and the doctor ends.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
 
+from envbuild._util.deadline import Deadline, DeadlineExceeded
 from envbuild._util.record import TYPE_CHECKING, Record
-from envbuild.errors import EnvbuildError
+from envbuild.errors import EnvbuildError, UsageError
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
 from envbuild.matrix.arch import parse_arch_list
 from envbuild.matrix.lifecycle import base_image_warning, today
@@ -21,13 +28,17 @@ from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_
 from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
 from envbuild.resolve.solver import native_cuda_of
 from envbuild.smoke.programs.smoke_common import require_satisfied
+from envbuild.spec.lockfile import LOCK_NAME
 from envbuild.spec.lockread import load_lock
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 HOT_C = 85
 BUSY_MIB = 1024  # memory held by other processes worth a warning
+DEFAULT_TIMEOUT_S = 60.0  # the whole doctor run
+ENGINE_TIMEOUT_S = 10  # one Engine API request, or one nvidia-container-cli call
 
 
 class Check(Record):
@@ -47,9 +58,9 @@ def _driver(smi: SmiReport | None) -> Driver | None:
         return None
 
 
-def check_smi(smi: SmiReport | None, problem: str | None) -> list[Check]:
+def check_smi(smi: SmiReport | None, problem: str | None, fix: str | None = None) -> list[Check]:
     if smi is None:
-        fix = (
+        fix = fix or (
             "install the NVIDIA driver, or run this on a GPU node; inside a container, start it with "
             "--gpus all"
             if "not found" in (problem or "")
@@ -58,6 +69,16 @@ def check_smi(smi: SmiReport | None, problem: str | None) -> list[Check]:
         )
         return [
             Check(name="nvidia-smi", status="fail", evidence=problem or "nvidia-smi did not answer", fix=fix)
+        ]
+    if smi.driver_version is None and not smi.gpus:
+        return [
+            Check(
+                name="nvidia-smi",
+                status="fail",
+                evidence="nvidia-smi answered, but named no driver version and no GPU",
+                fix="run `nvidia-smi` by hand and compare it with a working node: a stub or a broken "
+                "install answers like this; reinstall the driver",
+            )
         ]
     names = ", ".join(sorted({g.name for g in smi.gpus})) or "no GPUs listed"
     evidence = (
@@ -116,11 +137,12 @@ def check_gpus(smi: SmiReport | None) -> list[Check]:
     checks = []
     for gpu in smi.gpus:
         name = f"GPU {gpu.index}"
-        memory = (
-            f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB used"
-            if gpu.memory_total_mib is not None
-            else "memory unknown"
-        )
+        if gpu.memory_total_mib is None:
+            memory = "memory unknown"
+        elif gpu.memory_used_mib is None:
+            memory = f"{gpu.memory_total_mib} MiB total, use not reported"
+        else:
+            memory = f"{gpu.memory_used_mib}/{gpu.memory_total_mib} MiB used"
         cc = (
             f" (compute capability {gpu.compute_capability[0]}.{gpu.compute_capability[1]})"
             if gpu.compute_capability
@@ -173,15 +195,30 @@ def check_gpus(smi: SmiReport | None) -> list[Check]:
     ]
 
 
-def check_docker() -> list[Check]:
-    try:
-        import docker
+def _engine(deadline: Deadline):  # -> docker.DockerClient, imported late: resolve never pays for it
+    """An Engine client whose requests each wait ENGINE_TIMEOUT_S, or what is left of the deadline."""
+    import docker
 
-        client = docker.from_env(timeout=10)
-        version = client.version()
-        info = client.info()
+    return docker.from_env(timeout=deadline.budget(ENGINE_TIMEOUT_S))  # asks the API version: a request
+
+
+def _ask(client, deadline: Deadline, request: Callable[[], Any]) -> Any:
+    client.api.timeout = deadline.budget(ENGINE_TIMEOUT_S)
+    return request()
+
+
+def check_docker(deadline: Deadline | None = None) -> list[Check]:
+    deadline = deadline or Deadline(math.inf)
+    try:
+        client = _engine(deadline)
+        version = _ask(client, deadline, client.version)
+        info = _ask(client, deadline, client.info)
+    except DeadlineExceeded:
+        raise
     except Exception as exc:  # the SDK raises DockerException, requests errors, FileNotFoundError...
-        reason = str(exc).splitlines()[0][:200]
+        if deadline.expired():  # the request timed out on what was left of the deadline
+            raise DeadlineExceeded from None
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         return [
             Check(
                 name="docker engine",
@@ -227,16 +264,7 @@ def check_docker() -> list[Check]:
         )
     cli = shutil.which("nvidia-container-cli")
     if cli:
-        done = subprocess.run([cli, "--version"], capture_output=True, text=True, check=False, timeout=10)
-        first = (done.stdout or done.stderr).strip().splitlines()
-        checks.append(
-            Check(
-                name="container toolkit",
-                status="ok",
-                evidence=first[0] if first else "nvidia-container-cli present",
-                fix=None,
-            )
-        )
+        checks.append(_check_container_cli(cli, deadline))
     else:
         checks.append(
             Check(
@@ -247,6 +275,35 @@ def check_docker() -> list[Check]:
             )
         )
     return checks
+
+
+def _check_container_cli(cli: str, deadline: Deadline) -> Check:
+    timeout = deadline.budget(ENGINE_TIMEOUT_S)
+    try:
+        done = subprocess.run([cli, "--version"], capture_output=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        if deadline.expired():
+            raise DeadlineExceeded from None
+        return Check(
+            name="container toolkit",
+            status="warn",
+            evidence=f"nvidia-container-cli --version did not answer within {timeout:g} s",
+            fix="run `nvidia-container-cli --version` by hand; reinstall nvidia-container-toolkit",
+        )
+    except OSError as exc:
+        return Check(
+            name="container toolkit",
+            status="warn",
+            evidence=f"nvidia-container-cli could not run: {exc}",
+            fix="reinstall nvidia-container-toolkit, and check the file is executable",
+        )
+    said = (done.stdout or done.stderr).decode("utf-8", errors="replace").strip().splitlines()
+    return Check(
+        name="container toolkit",
+        status="ok",
+        evidence=said[0] if said else "nvidia-container-cli present",
+        fix=None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -395,12 +452,18 @@ def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]
     return checks
 
 
-def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]:
+def image_checks(
+    matrix: Matrix, smi: SmiReport | None, ref: str, deadline: Deadline | None = None
+) -> list[Check]:
+    deadline = deadline or Deadline(math.inf)
     try:
-        import docker
-
-        image = docker.from_env(timeout=10).images.get(ref)
+        client = _engine(deadline)
+        image = _ask(client, deadline, lambda: client.images.get(ref))
+    except DeadlineExceeded:
+        raise
     except Exception as exc:
+        if deadline.expired():
+            raise DeadlineExceeded from None
         return [
             Check(
                 name=f"image {ref}",
@@ -446,26 +509,95 @@ def image_checks(matrix: Matrix, smi: SmiReport | None, ref: str) -> list[Check]
     )
 
 
-def run_doctor(
-    matrix: Matrix, *, lock: str | None = None, image: str | None = None, nvidia_smi: str = "nvidia-smi"
-) -> list[Check]:
+def check_inputs(*, timeout: float, lock: str | None) -> None:
+    """Refuse bad flags before any check runs: a usage error should not wait out a slow host."""
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise UsageError(
+            f"--timeout {timeout:g} is not a positive number of seconds",
+            fix=f"give the whole run a finite time in seconds, e.g. --timeout {DEFAULT_TIMEOUT_S:g} "
+            "(the default)",
+        )
+    if lock is not None and os.path.isdir(lock):
+        raise UsageError(
+            f"--lock {lock} is a directory; it takes the envbuild.lock file",
+            fix=f"pass the lock file itself: --lock {os.path.join(lock, LOCK_NAME)}",
+        )
 
-    smi, problem = None, None
-    try:
-        smi = query(nvidia_smi)
-    except SmiUnavailable as exc:
-        problem = str(exc)
-    except (OSError, subprocess.SubprocessError) as exc:
-        problem = f"nvidia-smi could not run: {exc}"
-    smi = with_capabilities(matrix, smi)
-    checks = check_smi(smi, problem)
-    checks.append(check_driver(matrix, smi))
-    checks += check_gpus(smi)
-    checks += check_docker()
+
+# What to do when a step runs out of time: the usual reason it hangs, then the way around it.
+_SLOW = {
+    "nvidia-smi": "nvidia-smi hangs when the driver is wedged: run `nvidia-smi` by hand, check "
+    "`dmesg | grep -i -e nvrm -e xid`, and reboot or reload the kernel module if it hangs there too",
+    "docker engine": "dockerd accepted the connection but did not answer: check `systemctl status "
+    "docker` and `docker info` by hand",
+}
+
+
+def _timed_out(name: str, deadline: Deadline) -> Check:
+    why = _SLOW.get(name, "the Engine did not answer in time: check `docker info` by hand")
+    return Check(
+        name=name,
+        status="fail",
+        evidence=f"did not finish within the doctor's {deadline.seconds:g} s deadline (--timeout)",
+        fix=f"{why}; or allow longer: --timeout SECONDS",
+    )
+
+
+def _not_run(name: str, deadline: Deadline, culprit: str | None) -> Check:
+    used = f" (the {culprit} check used it)" if culprit else ""
+    slow = f"fix what makes the {culprit} check slow, or " if culprit else ""
+    return Check(
+        name=name,
+        status="fail",
+        evidence=f"not run: the {deadline.seconds:g} s deadline had passed{used}",
+        fix=f"{slow}allow longer: --timeout SECONDS",
+    )
+
+
+def run_doctor(
+    matrix: Matrix,
+    *,
+    lock: str | None = None,
+    image: str | None = None,
+    nvidia_smi: str = "nvidia-smi",
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[Check]:
+    """Every check, in the field's order, within one deadline of `timeout` seconds."""
+    check_inputs(timeout=timeout, lock=lock)
+    deadline = Deadline(timeout)
+    found: dict[str, SmiReport | None] = {"smi": None}
+
+    def host() -> list[Check]:
+        smi, problem, fix = None, None, None
+        try:
+            smi = query(nvidia_smi, deadline=deadline)
+        except SmiUnavailable as exc:
+            problem, fix = str(exc), exc.fix
+        except OSError as exc:
+            problem = f"nvidia-smi could not run: {exc}"
+        smi = found["smi"] = with_capabilities(matrix, smi)
+        return [*check_smi(smi, problem, fix), check_driver(matrix, smi), *check_gpus(smi)]
+
+    steps: list[tuple[str, Callable[[], list[Check]]]] = [
+        ("nvidia-smi", host),
+        ("docker engine", lambda: check_docker(deadline)),
+    ]
     if lock:
-        checks += lock_checks(matrix, smi, lock)
+        steps.append((f"lock {lock}", lambda: lock_checks(matrix, found["smi"], lock)))
     if image:
-        checks += image_checks(matrix, smi, image)
+        steps.append((f"image {image}", lambda: image_checks(matrix, found["smi"], image, deadline)))
+    checks: list[Check] = []
+    for number, (name, step) in enumerate(steps):
+        if deadline.expired():  # the last step ended on the deadline: nothing more may start
+            culprit = steps[number - 1][0] if number else None
+            checks += [_not_run(later, deadline, culprit) for later, _ in steps[number:]]
+            break
+        try:
+            checks += step()
+        except DeadlineExceeded:
+            checks.append(_timed_out(name, deadline))
+            checks += [_not_run(later, deadline, name) for later, _ in steps[number + 1 :]]
+            break
     return checks
 
 

@@ -7,10 +7,12 @@ the banner `KMD Version` / `CUDA UMD Version` instead of `Driver Version` / `CUD
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
 
+from envbuild._util.deadline import Deadline, DeadlineExceeded
 from envbuild._util.record import Record
 
 QUERY_FIELDS = (
@@ -98,18 +100,29 @@ class SmiReport(Record):
     brand: str | None  # "Product Brand" of GPU 0 (nvidia-smi -q): NVIDIA container brand= clauses use it
 
 
+CALL_TIMEOUT_S = 30  # one nvidia-smi call; a wedged driver makes it hang, not fail
+
+
 class SmiUnavailable(Exception):
-    """nvidia-smi is missing or cannot talk to the driver; the message says which."""
+    """nvidia-smi is missing or cannot talk to the driver; the message says which, `fix` what to do
+    when the doctor's general advice for that case does not fit."""
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 def _number(text: str) -> float | None:
+    """A reported number, or None for "[N/A]", "[Not Supported]", garbage and non-finite values:
+    `nan` or an overflowing `1e400` mean the driver could not measure it, not a reading."""
     text = text.strip()
     if not text or text.startswith(("[", "N/A")):
         return None
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None
 
 
 def _int(text: str) -> int | None:
@@ -253,26 +266,60 @@ def parse_brand(text: str) -> str | None:
     return match.group(1).strip() if match else None
 
 
-def _run(binary: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=30, check=False)
+class _Answer(Record):
+    __slots__ = ("returncode", "stdout", "stderr")
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def query(binary: str = "nvidia-smi") -> SmiReport:
-    """Ask nvidia-smi; raises SmiUnavailable with nvidia-smi's own words when it cannot answer."""
+def _run(deadline: Deadline, binary: str, *args: str) -> _Answer:
+    """One call, bounded by CALL_TIMEOUT_S and by what is left of the deadline; output decoded as
+    UTF-8 with replacement, since nvidia-smi prints whatever the driver hands it."""
+    timeout = deadline.budget(CALL_TIMEOUT_S)
+    try:
+        done = subprocess.run([binary, *args], capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        if deadline.expired():
+            raise DeadlineExceeded from None
+        raise SmiUnavailable(
+            f"nvidia-smi {' '.join(args)}".rstrip() + f" did not answer within {timeout:g} s"
+        ) from None
+    return _Answer(
+        returncode=done.returncode,
+        stdout=done.stdout.decode("utf-8", errors="replace"),
+        stderr=done.stderr.decode("utf-8", errors="replace"),
+    )
+
+
+def query(binary: str = "nvidia-smi", *, deadline: Deadline | None = None) -> SmiReport:
+    """Ask nvidia-smi; raises SmiUnavailable with nvidia-smi's own words when it cannot answer, and
+    DeadlineExceeded when the deadline (default: CALL_TIMEOUT_S for each call) runs out first."""
+    deadline = deadline or Deadline(math.inf)
     path = shutil.which(binary)
     if path is None:
         raise SmiUnavailable("no NVIDIA driver visible: nvidia-smi not found")
-    banner = _run(path)
+    banner = _run(deadline, path)
     if banner.returncode != 0:
         said = (banner.stdout + banner.stderr).strip().splitlines()
         raise SmiUnavailable("nvidia-smi failed: " + (said[0] if said else f"exit {banner.returncode}"))
+    if not banner.stdout.strip():
+        raise SmiUnavailable(
+            "nvidia-smi exited 0 but printed nothing",
+            fix="run `nvidia-smi` by hand: an empty answer comes from a stub or a broken install (some "
+            "images ship a placeholder nvidia-smi); reinstall the driver on the host, and start "
+            "containers with --gpus all so the host's nvidia-smi is mounted",
+        )
     report = parse_banner(banner.stdout)
     for fields in QUERY_FALLBACKS:
-        done = _run(path, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits")
+        done = _run(deadline, path, "--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits")
         gpus = parse_query(done.stdout, fields) if done.returncode == 0 else []
         if gpus:
             apps = _run(
-                path, "--query-compute-apps=" + ",".join(APPS_FIELDS), "--format=csv,noheader,nounits"
+                deadline,
+                path,
+                "--query-compute-apps=" + ",".join(APPS_FIELDS),
+                "--format=csv,noheader,nounits",
             )
             by_uuid = parse_apps(apps.stdout) if apps.returncode == 0 else {}
             from_banner = {g.index: g.processes for g in report.gpus}
@@ -290,7 +337,7 @@ def query(binary: str = "nvidia-smi") -> SmiReport:
                 brand=None,
             )
             break
-    details = _run(path, "-q")
+    details = _run(deadline, path, "-q")
     brand = parse_brand(details.stdout) if details.returncode == 0 else None
     gpus = report.gpus
     if details.returncode == 0 and any(g.event_reasons is None for g in gpus):

@@ -51,7 +51,29 @@ timeout = 600                  # seconds
 
 
 def write_starter(path: str, *, force: bool = False) -> str:
+    """Write the starter to `path`, a file in a directory that exists.
+
+    A missing parent is refused rather than created: `init -f` with a typo in the directory would
+    otherwise leave a spec somewhere nobody looks. `--force` replaces a file, never a directory."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        what = "is not a directory" if os.path.exists(parent) else "does not exist"
+        raise UsageError(
+            f"-f {path}: the folder {parent} {what}",
+            fix=f"create it first (mkdir -p {parent}), or pass -f a path in an existing folder",
+        )
+    if os.path.isdir(path):
+        raise UsageError(
+            f"-f {path} is a directory; init writes a file and never replaces a directory",
+            fix=f"name the file: -f {os.path.join(path, 'envbuild.toml')}",
+        )
     if os.path.exists(path) and not force:
         raise UsageError(f"{path} already exists", fix="pass --force to overwrite it, or -f OTHER.toml")
-    write_atomic(path, STARTER)
+    try:
+        write_atomic(path, STARTER)
+    except OSError as exc:  # read-only or full filesystem, no permission: the user's to fix
+        raise UsageError(
+            f"-f {path}: cannot write it ({exc.strerror or exc})",
+            fix=f"pick a folder you can write to, or make {parent} writable",
+        ) from None
     return path

@@ -1,5 +1,8 @@
 """A stand-in `nvidia-smi` on PATH that answers from real captured output (tests/fixtures/nvidia-smi,
-SOURCES.md says where each came from), so doctor's real subprocess path runs; and the doctor call."""
+SOURCES.md says where each came from), so doctor's real subprocess path runs; and the doctor call.
+
+The stand-in can also answer with exact bytes (invalid UTF-8, nothing at all) and be slow, which is
+how a wedged driver looks to the doctor."""
 
 from __future__ import annotations
 
@@ -21,14 +24,16 @@ CU124_ARCH = "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
 
 FAKE = """#!{python}
 # A stand-in nvidia-smi that answers from captured output in $FAKE_SMI_DIR.
-import os, sys
+import os, sys, time
 d = os.environ["FAKE_SMI_DIR"]
 args = sys.argv[1:]
+if os.path.exists(os.path.join(d, "sleep.txt")):
+    time.sleep(float(open(os.path.join(d, "sleep.txt")).read()))
 def emit(name):
     path = os.path.join(d, name)
     if not os.path.exists(path):
         return False
-    sys.stdout.write(open(path).read())
+    sys.stdout.buffer.write(open(path, "rb").read())  # bytes as captured, valid UTF-8 or not
     return True
 if not args:
     sys.exit(0 if emit("banner.txt") else 9)
@@ -67,12 +72,19 @@ def install_fake_smi(directory: Path, monkeypatch: pytest.MonkeyPatch) -> Callab
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SMI_DIR", str(data))
 
-    def load(banner: str, query_csv: str | None = None, q: str | None = None) -> None:
-        (data / "banner.txt").write_text((CAPTURES / banner).read_text())
+    def load(
+        banner: str | bytes, query_csv: str | None = None, q: str | None = None, *, sleep_s: float = 0
+    ) -> None:
+        """banner: a capture's file name, or the exact bytes to print; sleep_s: delay every answer."""
+        (data / "banner.txt").write_bytes(
+            banner if isinstance(banner, bytes) else (CAPTURES / banner).read_bytes()
+        )
         if query_csv is not None:
             (data / "query.csv").write_text(query_csv)
             (data / "fields.txt").write_text(",".join(QUERY_FIELDS))
         if q is not None:
             (data / "q.txt").write_text(q)
+        if sleep_s:
+            (data / "sleep.txt").write_text(str(sleep_s))
 
     return load

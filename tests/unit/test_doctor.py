@@ -5,6 +5,10 @@ the real dockerd for the Engine checks.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ from envbuild.host.nvsmi import parse_banner, parse_query, reason_names
 from envbuild.smoke.programs.smoke_common import require_satisfied
 from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, write_lock
 from tests.helpers.nvsmi import CAPTURES, CU124_ARCH, by_name, doctor
+from tests.helpers.registry import LoopbackServer, RegistryHandler
 
 
 def write_cuda_lock(
@@ -253,3 +258,116 @@ def test_kmd_capture_through_the_doctor(capsys, fake_smi) -> None:
     checks = by_name(report)
     assert "driver 610.43.02, CUDA 13.3" in checks["nvidia-smi"]["evidence"]
     assert "runs CUDA <= 13.3 natively" in checks["driver vs matrix"]["evidence"]
+
+
+# --- what a broken or wedged nvidia-smi says (issue 14, item 8): every answer is a checklist, never a crash
+
+
+def test_invalid_utf8_in_nvidia_smi_output_is_replaced(capsys, fake_smi) -> None:
+    banner = (CAPTURES / "banner_550_h100_8gpu.txt").read_bytes().replace(b"H100", b"H\xff\xfe00")
+    fake_smi(banner)
+    code, report = doctor(capsys)
+    checks = by_name(report)
+    assert checks["nvidia-smi"]["status"] == "ok"
+    assert "NVIDIA H\ufffd\ufffd00 80GB HBM3" in checks["nvidia-smi"]["evidence"]
+    assert checks["driver vs matrix"]["status"] == "ok"
+    assert code in (0, 1)  # 1 where this host's Engine has no NVIDIA runtime; never a crash
+
+
+@pytest.mark.parametrize("value", ["nan", "1e400", "-inf"])
+def test_non_finite_numbers_from_nvidia_smi_count_as_not_reported(capsys, fake_smi, value: str) -> None:
+    csv = (
+        f"0, NVIDIA H100 80GB HBM3, GPU-a, 550.127.05, 9.0, {value}, 81559, {value}, {value}, {value}, "
+        f"{value}, 0x0000000000000000\n"
+    )
+    gpu = parse_query(csv)[0]
+    assert (gpu.memory_used_mib, gpu.temperature_c, gpu.utilization_pct, gpu.power_w) == (None,) * 4
+    assert gpu.memory_total_mib == 81559
+    fake_smi("banner_550_h100_8gpu.txt", query_csv=csv)
+    _, report = doctor(capsys)
+    checks = by_name(report)
+    assert checks["nvidia-smi"]["status"] == "ok" and "from the query" in checks["nvidia-smi"]["evidence"]
+    assert checks["GPU 0"]["status"] == "ok"
+    assert "81559 MiB total, use not reported" in checks["GPU 0"]["evidence"]
+    assert "None" not in checks["GPU 0"]["evidence"]
+
+
+def test_empty_nvidia_smi_output_is_a_failed_check_with_a_fix(capsys, fake_smi) -> None:
+    fake_smi(b"")
+    code, report = doctor(capsys)
+    assert code == 1
+    check = by_name(report)["nvidia-smi"]
+    assert check["status"] == "fail"
+    assert check["evidence"] == "nvidia-smi exited 0 but printed nothing"
+    assert "nvidia-smi" in check["fix"] and "reinstall" in check["fix"]
+
+
+def test_slow_nvidia_smi_meets_one_overall_deadline(fake_smi) -> None:
+    fake_smi("banner_550_h100_8gpu.txt", sleep_s=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "envbuild", "doctor", "--json", "--timeout", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,  # a hang guard only: without a deadline the fake would answer after 300 s per call
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    checks = by_name(json.loads(done.stdout))
+    smi = checks["nvidia-smi"]
+    assert smi["status"] == "fail"
+    assert smi["evidence"] == "did not finish within the doctor's 2 s deadline (--timeout)"
+    assert "--timeout" in smi["fix"] and "nvidia-smi" in smi["fix"]
+    engine = checks["docker engine"]
+    assert engine["status"] == "fail" and engine["evidence"].startswith("not run: the 2 s deadline")
+
+
+class _SilentEngine(RegistryHandler):
+    """An Engine API endpoint that accepts the connection and never answers (a wedged dockerd)."""
+
+    release = threading.Event()
+
+    def do_GET(self) -> None:
+        self.release.wait(120)
+        self.reply(503, b"{}")
+
+
+def test_a_wedged_engine_meets_the_same_deadline(capsys, fake_smi, monkeypatch) -> None:
+    fake_smi("banner_550_h100_8gpu.txt")
+    _SilentEngine.release.clear()
+    with LoopbackServer(_SilentEngine) as engine:
+        monkeypatch.setenv("DOCKER_HOST", f"tcp://{engine.host}")
+        try:
+            code, report = doctor(capsys, "--timeout", "2")
+        finally:
+            _SilentEngine.release.set()
+    assert code == 1
+    checks = by_name(report)
+    assert checks["nvidia-smi"]["status"] == "ok"
+    assert checks["docker engine"]["status"] == "fail"
+    assert (
+        checks["docker engine"]["evidence"] == "did not finish within the doctor's 2 s deadline (--timeout)"
+    )
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "soon"])
+def test_timeout_must_be_a_positive_number_of_seconds(value: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "envbuild", "doctor", f"--timeout={value}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--timeout" in done.stderr and value in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""  # refused before any check ran
+
+
+def test_lock_that_is_a_directory_is_a_usage_error(capsys, fake_smi, tmp_path: Path) -> None:
+    fake_smi("banner_550_h100_8gpu.txt")
+    lock_dir = tmp_path / "locks"
+    lock_dir.mkdir()
+    assert main(["doctor", "--lock", str(lock_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"--lock {lock_dir} is a directory" in err
+    assert "fix: pass the lock file itself" in err and "internal error" not in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,50 @@ def test_init_writes_a_spec_that_renders(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["render", "-f", str(spec), "-o", str(tmp_path / "build")]) == 0
     assert (tmp_path / "build" / "default" / "Dockerfile").is_file()
     capsys.readouterr()
+
+
+@pytest.fixture
+def no_root_nonexistent() -> Iterator[Path]:
+    """/nonexistent, the issue's own input; removed afterwards only if a regression created it."""
+    root = Path("/nonexistent")
+    existed = root.exists()
+    yield root
+    if not existed and root.exists():
+        shutil.rmtree(root)
+
+
+def test_init_refuses_a_missing_parent_directory(
+    no_root_nonexistent: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", "-f", "/nonexistent/dir/x.toml"]) == 2
+    err = capsys.readouterr().err
+    assert "/nonexistent/dir does not exist" in err and "fix: create it first (mkdir -p" in err
+    assert not Path("/nonexistent/dir").exists()  # nothing created silently
+
+
+def test_init_force_onto_a_directory_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "specs"
+    target.mkdir()
+    (target / "keep.toml").write_text("kept\n")
+    assert main(["init", "-f", str(target), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert f"-f {target} is a directory" in err and "fix:" in err and "internal error" not in err
+    assert (target / "keep.toml").read_text() == "kept\n" and sorted(p.name for p in target.iterdir()) == [
+        "keep.toml"
+    ]
+
+
+@pytest.mark.parametrize("path", ["/sys/envbuild.toml", "/proc/envbuild.toml"])
+def test_init_into_a_folder_nobody_may_write_is_a_usage_error(
+    path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/sys and /proc refuse new files even to root, as a read-only filesystem does."""
+    assert main(["init", "-f", path]) == 2
+    err = capsys.readouterr().err
+    assert f"-f {path}: cannot write it" in err and "fix: pick a folder you can write to" in err
+    assert not Path(path).exists()
 
 
 def test_the_starter_spells_out_the_smoke_defaults(tmp_path: Path) -> None:
