@@ -20,7 +20,7 @@ import re
 import shlex
 
 from envbuild import __version__
-from envbuild._util.files import write_atomic
+from envbuild._util.outputs import write_output
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix, gpu_index
@@ -35,6 +35,7 @@ TEMPLATE = "ci/github-workflow.yml.j2"
 DEFAULT_GPU_LABELS = ("self-hosted", "gpu")
 CPU_RUNNER = "ubuntu-latest"
 PYTHON = "3.11"
+WORKFLOWS_DIR = (".github", "workflows")  # where GitHub reads workflows: created when missing
 OUT_DIR = "build"  # where the workflow renders (`envbuild render -o build`)
 ACTIONS = {
     "checkout": "actions/checkout@v4",
@@ -130,8 +131,13 @@ def write_workflow(
     spec_path: str = "envbuild.toml",
     gpu_labels: list[str] | None = None,
 ) -> None:
-    """`envbuild ci github`: the workflow file at `path`."""
-    write_atomic(path, workflow_yaml(matrix, spec, spec_path=spec_path, gpu_labels=gpu_labels))
+    """`envbuild ci github`: the workflow file at `path`.
+
+    A missing `.github/workflows/` is created (GitHub reads workflows only from there, and a repository
+    without any has none yet); any other missing directory, or a directory as `path`, is a UsageError.
+    """
+    text = workflow_yaml(matrix, spec, spec_path=spec_path, gpu_labels=gpu_labels)
+    write_output(path, text, default_name="envbuild.yml", creatable=WORKFLOWS_DIR)
 
 
 # --- shell quoting: one word of a run: script -----------------------------------------------------

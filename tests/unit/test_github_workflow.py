@@ -16,11 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envbuild.cli.app import main
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.render.plan import build_plan
 from envbuild.scaleout.github import ACTIONS, workflow_yaml, yaml_block, yaml_scalar
 from envbuild.spec.model import load_spec
+from tests.helpers.outputs import BAD_OUTPUTS, bad_output, leftovers
 from tests.helpers.paths import EXAMPLES, GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.workflows import yaml_load
@@ -277,3 +279,42 @@ def test_spec_path_with_a_github_expression_is_refused(matrix, two_targets, path
     assert path in caught.value.message
     assert caught.value.exit_code == 2
     assert caught.value.fix
+
+
+# --- where the workflow is written (issue 14, item 8) ------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", BAD_OUTPUTS)
+def test_ci_github_output_that_is_no_writable_file_is_a_usage_error(capsys, two_targets, tmp_path, kind):
+    output = bad_output(tmp_path, kind)
+    code = main(["ci", "github", "-f", str(two_targets), "-o", output])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert "internal error" not in err
+    assert output in err
+    assert "\n  fix: " in err
+    assert not leftovers(output)
+    assert not out
+
+
+def test_ci_github_into_a_directory_suggests_a_file_in_it(capsys, two_targets, tmp_path):
+    assert main(["ci", "github", "-f", str(two_targets), "-o", str(tmp_path)]) == 2
+    assert str(tmp_path / "envbuild.yml") in capsys.readouterr().err
+    assert tmp_path.is_dir()
+
+
+def test_ci_github_creates_github_workflows_for_its_default_output(
+    capsys, two_targets, tmp_path, monkeypatch
+):
+    # a repository without workflows has no .github/workflows yet, and GitHub reads them only there
+    monkeypatch.chdir(tmp_path)
+    assert main(["ci", "github", "-f", two_targets.name]) == 0, capsys.readouterr().err
+    written = tmp_path / ".github" / "workflows" / "envbuild.yml"
+    assert yaml_load(written.read_text())["name"] == "envbuild"
+
+
+def test_ci_github_makes_no_other_missing_directory(capsys, two_targets, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["ci", "github", "-f", two_targets.name, "-o", "ci/workflows/envbuild.yml"]) == 2
+    assert "ci/workflows" in capsys.readouterr().err
+    assert not (tmp_path / "ci").exists()
