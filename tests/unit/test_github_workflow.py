@@ -265,6 +265,33 @@ def test_hostile_spec_path_reaches_envbuild_as_one_word_in_bash(matrix, two_targ
     assert not marker.exists()
 
 
+_PATH_TEXT = st.text(
+    alphabet=st.sampled_from([*"aZ09 -_:#'\"{}[],&*!|>%@`.\n\r\t\\$;()~/", "\u2028", "\u0085", "é"]),
+    min_size=1,
+    max_size=30,
+)
+
+
+def test_any_spec_path_keeps_the_shape_or_is_refused(matrix):
+    spec = load_spec(str(TORCH))
+    shape = key_paths(parsed_workflow(matrix, spec))  # once: parsing the workflow is what takes time
+
+    @settings(max_examples=60, deadline=None)
+    @given(_PATH_TEXT)
+    def check(path: str) -> None:
+        if "${{" in path:
+            with pytest.raises(UsageError):
+                workflow_yaml(matrix, spec, spec_path=path)
+            return
+        workflow = yaml_load(workflow_yaml(matrix, spec, spec_path=path))
+        assert key_paths(workflow) == shape
+        for script in spec_steps(workflow).values():
+            words = shlex.split(script)
+            assert words[words.index("-f") + 1] == ("./" + path if path.startswith("-") else path)
+
+    check()
+
+
 def test_spec_path_starting_with_a_dash_is_not_read_as_an_option(matrix, two_targets, tmp_path):
     workflow = parsed_workflow(matrix, load_spec(str(two_targets)), spec_path="-h/envbuild.toml")
     argv = bash_argv(spec_steps(workflow)["lock-check"], tmp_path)
