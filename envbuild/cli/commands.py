@@ -210,10 +210,10 @@ def promote(args: argparse.Namespace) -> int:
 
 
 def bake(args: argparse.Namespace) -> int:
-    from envbuild.scaleout.bake import write_bake_file
+    from envbuild.scaleout.bake import bake_command, write_bake_file
 
     write_bake_file(_load(args), _spec(args), args.output, contexts=args.contexts)
-    print(f"wrote {args.output}; run: docker buildx bake -f {args.output} --push")
+    print(f"wrote {args.output}; run: {bake_command(args.output)}")
     return EXIT_OK
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
-from envbuild._util.files import write_atomic
+from envbuild._util.outputs import write_output
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.render.plan import build_plan
@@ -171,5 +172,13 @@ def bake_json(
 
 
 def write_bake_file(matrix: Matrix, spec: Spec, path: str, *, contexts: str = "build") -> None:
-    """`envbuild bake`: docker-bake.json for every target's context under `contexts`."""
-    write_atomic(path, bake_json(matrix, spec, out_dir=contexts))
+    """`envbuild bake`: docker-bake.json for every target's context under `contexts`.
+
+    `path` must name a file in an existing directory: anything else is a UsageError naming it.
+    """
+    write_output(path, bake_json(matrix, spec, out_dir=contexts), default_name="docker-bake.json")
+
+
+def bake_command(path: str) -> str:
+    """The command that builds from the bake file at `path`, fit to paste into a shell."""
+    return f"docker buildx bake -f {shlex.quote(path)} --push"

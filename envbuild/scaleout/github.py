@@ -3,18 +3,26 @@
 The workflow runs the pipeline across runners: lock-check -> build (CPU runner, push a candidate to a
 staging repository, by digest) -> verify (GPU runners, one job per target and GPU capability) ->
 promote (registry-side, `envbuild promote REPO@sha256:... --to TAG`). The template holds the shape;
-this module works out the values (targets, the verify fan-out, the final tags) and the two YAML
-quoting filters every spec- or flag-derived value goes through.
+this module works out the values (targets, the verify fan-out, the final tags) and the filters every
+spec- or flag-derived value goes through: `yaml` and `block` for YAML, `sh` for a word of a `run:`
+script, `comment` for the header comment.
+
+Two layers read a `run:` script, so a value in one is quoted twice: shell-quoted (shlex.quote) into the
+script, then the script YAML-quoted into the file. The spec path is the one value the user chooses
+freely (a directory name), so it is checked for the one thing neither quoting can stop: `${{`, which
+the Actions runner substitutes into the script before any shell reads it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 
 from envbuild import __version__
-from envbuild._util.files import write_atomic
+from envbuild._util.outputs import write_output
 from envbuild._util.templates import environment
+from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix, gpu_index
 from envbuild.matrix.versions import sm_name
 from envbuild.oci.reference import registry_host
@@ -27,6 +35,7 @@ TEMPLATE = "ci/github-workflow.yml.j2"
 DEFAULT_GPU_LABELS = ("self-hosted", "gpu")
 CPU_RUNNER = "ubuntu-latest"
 PYTHON = "3.11"
+WORKFLOWS_DIR = (".github", "workflows")  # where GitHub reads workflows: created when missing
 OUT_DIR = "build"  # where the workflow renders (`envbuild render -o build`)
 ACTIONS = {
     "checkout": "actions/checkout@v4",
@@ -73,6 +82,7 @@ def workflow_yaml(
     repository candidates are pushed to (default the spec's repository; registry-side promotion
     copies a manifest within one registry).
     """
+    spec_arg = shell_path(spec_path)
     labels = list(gpu_labels) if gpu_labels is not None else list(DEFAULT_GPU_LABELS)
     staging = staging or spec.image.repository
     targets = [t.name for t in spec.targets]
@@ -96,6 +106,7 @@ def workflow_yaml(
         "out_dir": OUT_DIR,
         "digest_pattern": DIGEST_PATTERN,
         "spec_path": spec_path,
+        "spec_arg": spec_arg,
         "staging": staging,
         "staging_host": registry_host(staging),
         "promote_hosts": list(dict.fromkeys([registry_host(staging), registry_host(spec.image.repository)])),
@@ -103,10 +114,12 @@ def workflow_yaml(
         "verify_jobs": verify_jobs,
         "smoke": spec.smoke,
         "promotions": [
-            {"target": name, "to": " ".join(f"--to {tag}" for tag in plans[name].tags)} for name in targets
+            {"target": name, "to": " ".join(f"--to {shell_word(tag)}" for tag in plans[name].tags)}
+            for name in targets
         ],
     }
-    template = environment({"yaml": yaml_scalar, "block": yaml_block}).get_template(TEMPLATE)
+    filters = {"yaml": yaml_scalar, "block": yaml_block, "sh": shell_word, "comment": comment_text}
+    template = environment(filters).get_template(TEMPLATE)
     return template.render(context)
 
 
@@ -118,11 +131,46 @@ def write_workflow(
     spec_path: str = "envbuild.toml",
     gpu_labels: list[str] | None = None,
 ) -> None:
-    """`envbuild ci github`: the workflow file at `path`."""
-    write_atomic(path, workflow_yaml(matrix, spec, spec_path=spec_path, gpu_labels=gpu_labels))
+    """`envbuild ci github`: the workflow file at `path`.
+
+    A missing `.github/workflows/` is created (GitHub reads workflows only from there, and a repository
+    without any has none yet); any other missing directory, or a directory as `path`, is a UsageError.
+    """
+    text = workflow_yaml(matrix, spec, spec_path=spec_path, gpu_labels=gpu_labels)
+    write_output(path, text, default_name="envbuild.yml", creatable=WORKFLOWS_DIR)
 
 
-# --- YAML quoting: the template's two filters ---------------------------------------------------
+# --- shell quoting: one word of a run: script -----------------------------------------------------
+
+
+def shell_word(value: object) -> str:
+    """`value` as one bash word that reads back as exactly its text (the template's `sh` filter)."""
+    return shlex.quote(str(value))
+
+
+def shell_path(path: str) -> str:
+    """The spec path as the word after `-f` in a run: script.
+
+    `./` goes before a path that starts with `-`, which would otherwise be read as an option. A path
+    holding `${{` is refused: the runner substitutes expressions into the script's text before bash
+    sees it, so no quoting can keep what it expands to inside one word.
+    """
+    if "${{" in path:
+        raise UsageError(
+            f"-f {path!r}: the spec path holds '${{{{', which GitHub Actions would evaluate as an "
+            "expression inside the workflow's run: scripts",
+            fix="move the spec to a path without '${{' and run `envbuild ci github -f NEW_PATH` again",
+        )
+    return shell_word(f"./{path}" if path.startswith("-") else path)
+
+
+def comment_text(value: str) -> str:
+    """Text for the end of a `#` comment line: as is when every character is printable (no line or
+    paragraph separator, which YAML 1.1 reads as a line break), else as a JSON string on one line."""
+    return value if value.isprintable() else json.dumps(value)
+
+
+# --- YAML quoting: the template's scalar filters ---------------------------------------------------
 
 # Plain (unquoted) only when YAML 1.1 and 1.2 both read the text back as this same string.
 _PLAIN_RE = re.compile(r"^[A-Za-z_/$][A-Za-z0-9_./@+=$,:{}()\[\]'\" -]*$")

@@ -22,6 +22,17 @@ def test_workflow_passes_the_github_workflow_schema(matrix, two_targets, tmp_pat
     assert "ok -- validation done" in result.stdout
 
 
+@pytest.mark.parametrize(
+    "spec_path",
+    ["x$(touch /tmp/p)/envbuild.toml", "a\nfoo: bar #/envbuild.toml", 'it\'s "q" #x: y/envbuild.toml'],
+)
+def test_workflow_for_a_hostile_spec_path_passes_the_schema(matrix, two_targets, tmp_path, spec_path):
+    path = tmp_path / "envbuild.yml"
+    path.write_text(workflow_yaml(matrix, load_spec(str(two_targets)), spec_path=spec_path))
+    result = check_workflow(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_the_schema_check_rejects_a_broken_workflow(matrix, tmp_path):
     workflow = yaml_load(workflow_yaml(matrix, load_spec(str(TORCH))))
     workflow["jobs"]["build"]["runs-on"] = 3

@@ -6,14 +6,17 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import jsonschema
 import pytest
 
+from envbuild.cli.app import main
 from envbuild.errors import UsageError
 from envbuild.render.plan import build_plan
 from envbuild.scaleout import bake as scaleout
 from envbuild.spec.model import load_spec
+from tests.helpers.outputs import BAD_OUTPUTS, bad_output, leftovers
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.specs import TWO_TARGETS
 
@@ -92,3 +95,40 @@ def test_bake_schema_is_valid_and_strict():
     assert not schema.is_valid({"target": {"a": {"labels": {"k": 1}}}})
     assert not schema.is_valid({"group": {"default": {"targets": "a"}}})
     assert not schema.is_valid({"targets": {}})
+
+
+# --- paths: where the file goes, and the paths it holds (issue 14, items 7 and 8) ------------------
+
+
+@pytest.mark.parametrize("kind", BAD_OUTPUTS)
+def test_bake_output_that_is_no_writable_file_is_a_usage_error(capsys, two_targets, tmp_path, kind):
+    output = bad_output(tmp_path, kind)
+    code = main(["bake", "-f", str(two_targets), "-o", output])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert "internal error" not in err
+    assert output in err
+    assert "\n  fix: " in err
+    assert not leftovers(output)
+    assert not out
+
+
+def test_bake_into_a_directory_suggests_a_file_in_it(capsys, two_targets, tmp_path):
+    assert main(["bake", "-f", str(two_targets), "-o", str(tmp_path)]) == 2
+    assert str(tmp_path / "docker-bake.json") in capsys.readouterr().err
+
+
+def test_bake_prints_a_command_that_names_its_output_as_one_word(capsys, two_targets, tmp_path):
+    output = tmp_path / "it's $(a) bake.json"
+    assert main(["bake", "-f", str(two_targets), "-o", str(output)]) == 0
+    line = capsys.readouterr().out.strip()
+    assert output.is_file()
+    command = shlex.split(line.split("; run: ", 1)[1])
+    assert command == ["docker", "buildx", "bake", "-f", str(output), "--push"]
+
+
+def test_bake_json_holds_hostile_context_paths_exactly(matrix, two_targets):
+    contexts = 'x$(touch /tmp/p) `b` "q"\n#: y'
+    document = json.loads(scaleout.bake_json(matrix, load_spec(str(two_targets)), out_dir=contexts))
+    assert document["target"]["l4-infer"]["context"] == f"{contexts}/l4.infer"
+    assert set(document) == {"group", "target"}

@@ -1,6 +1,7 @@
-"""The GitHub Actions workflow `envbuild ci github` writes: byte for byte against golden files (made
-by the dict-and-emitter generator this template replaced), job by job, and the YAML quoting filters
-every spec- or flag-derived value goes through.
+"""The GitHub Actions workflow `envbuild ci github` writes: byte for byte against golden files
+(UPDATE_GOLDEN=1 rewrites them), job by job, the YAML quoting filters every spec- or flag-derived value
+goes through, and hostile spec paths: the workflow keeps its shape and bash hands envbuild the path as
+one word (issue 14, item 7).
 
 The real schema check (check-jsonschema) is tests/integration/test_workflow_schema.py.
 """
@@ -8,15 +9,20 @@ The real schema check (check-jsonschema) is tests/integration/test_workflow_sche
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from envbuild.cli.app import main
+from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.render.plan import build_plan
 from envbuild.scaleout.github import ACTIONS, workflow_yaml, yaml_block, yaml_scalar
 from envbuild.spec.model import load_spec
+from tests.helpers.outputs import BAD_OUTPUTS, bad_output, leftovers
 from tests.helpers.paths import EXAMPLES, GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.workflows import yaml_load
@@ -93,7 +99,7 @@ def test_workflow_build_job(matrix, two_targets):
     runs = "\n".join(s.get("run", "") for s in steps)
     assert "envbuild render -f envbuild.toml -o build --target ${{ matrix.target }}" in runs
     assert "docker buildx build --push" in runs
-    assert "--tag ghcr.io/acme/staging:candidate-${{ matrix.target }}-${{ github.sha }}" in runs
+    assert "--tag 'ghcr.io/acme/staging:candidate-${{ matrix.target }}-${{ github.sha }}'" in runs
     assert "--metadata-file build/metadata.json" in runs
     assert '["containerimage.digest"]' in runs
     assert next(s for s in steps if s.get("id") == "build")
@@ -173,3 +179,169 @@ def test_block_is_literal_for_scripts_and_falls_back_to_a_scalar():
     assert yaml_block("a\nb\n", 4) == "|\n    a\n    b"
     assert yaml_block("a \nb\n", 4) == '"a \\nb\\n"'  # a trailing space would not survive a block
     assert yaml_block("one line", 4) == "one line"
+
+
+# --- hostile paths (issue 14, item 7) ---------------------------------------------------------------
+
+# What a spec path can hold that a shell or a YAML reader would act on. "{marker}" is a file that must
+# never come to exist: creating it is what an injected command does.
+HOSTILE_PATHS = [
+    "x$(touch {marker})/envbuild.toml",
+    "x`touch {marker}`/envbuild.toml",
+    "x;touch {marker};/envbuild.toml",
+    "x|touch {marker}/envbuild.toml",
+    'it\'s "quoted"/envbuild.toml',
+    "env build/envbuild.toml",
+    "a\nfoo: bar #/envbuild.toml",  # a newline after the header comment's text: a YAML key
+    "a\ntouch {marker}\n/envbuild.toml",  # a newline in a shell script: a second command
+    "a: b/envbuild.toml",
+    "a #b/envbuild.toml",
+    "#a/envbuild.toml",
+    "$HOME/${{USER}}/*.toml",  # the doubled braces are str.format's: one ${USER}
+    "~/envbuild.toml",
+    "back\\slash\ttab/envbuild.toml",
+    "x\u2028y\u0085z/envbuild.toml",  # YAML 1.1 line breaks
+    "ünï/envbuild.toml",
+]
+
+
+def key_paths(value: object, prefix: tuple = ()) -> set[tuple]:
+    """Every key path in a parsed document (list items by index): the document's shape, not its text."""
+    found = {prefix}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found |= key_paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found |= key_paths(item, (*prefix, index))
+    return found
+
+
+def spec_steps(workflow: dict) -> dict[str, str]:
+    """The run: scripts that name the spec file: lock-check's and build's."""
+    scripts = {}
+    for job in ("lock-check", "build"):
+        for step in workflow["jobs"][job]["steps"]:
+            if " -f " in step.get("run", ""):
+                scripts[job] = step["run"]
+    return scripts
+
+
+def bash_argv(script: str, tmp_path, target: str = "h100") -> list[str]:
+    """What `envbuild` would be called with if GitHub ran `script` (bash, as a `run:` step does): the
+    runner substitutes ${{ matrix.target }} first, then bash runs the text."""
+    argv_file = tmp_path / "argv"
+    stub = f"envbuild() {{ printf '%s\\0' \"$@\" > {argv_file}; }}\n"
+    script = script.replace("${{ matrix.target }}", target)
+    done = subprocess.run(["bash", "-e", "-c", stub + script], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return argv_file.read_text().split("\0")[:-1]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_PATHS)
+def test_hostile_spec_path_keeps_the_workflow_shape(matrix, two_targets, tmp_path, hostile):
+    path = hostile.format(marker=tmp_path / "pwned")
+    spec = load_spec(str(two_targets))
+    baseline = parsed_workflow(matrix, spec)
+    text = workflow_yaml(matrix, spec, spec_path=path)
+    workflow = yaml_load(text)
+    assert key_paths(workflow) == key_paths(baseline)
+    assert text.split("\n", 1)[1].startswith("name: envbuild\n")  # the header comment is one line
+    scripts = spec_steps(workflow)
+    assert set(scripts) == {"lock-check", "build"}
+    for script in scripts.values():
+        words = shlex.split(script)
+        assert words[words.index("-f") + 1] == path
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_PATHS)
+def test_hostile_spec_path_reaches_envbuild_as_one_word_in_bash(matrix, two_targets, tmp_path, hostile):
+    marker = tmp_path / "pwned"
+    path = hostile.format(marker=marker)
+    workflow = parsed_workflow(matrix, load_spec(str(two_targets)), spec_path=path)
+    scripts = spec_steps(workflow)
+    assert bash_argv(scripts["lock-check"], tmp_path) == ["lock", "--check", "-f", path]
+    assert bash_argv(scripts["build"], tmp_path) == ["render", "-f", path, "-o", "build", "--target", "h100"]
+    assert not marker.exists()
+
+
+_PATH_TEXT = st.text(
+    alphabet=st.sampled_from([*"aZ09 -_:#'\"{}[],&*!|>%@`.\n\r\t\\$;()~/", "\u2028", "\u0085", "é"]),
+    min_size=1,
+    max_size=30,
+)
+
+
+def test_any_spec_path_keeps_the_shape_or_is_refused(matrix):
+    spec = load_spec(str(TORCH))
+    shape = key_paths(parsed_workflow(matrix, spec))  # once: parsing the workflow is what takes time
+
+    @settings(max_examples=60, deadline=None)
+    @given(_PATH_TEXT)
+    def check(path: str) -> None:
+        if "${{" in path:
+            with pytest.raises(UsageError):
+                workflow_yaml(matrix, spec, spec_path=path)
+            return
+        workflow = yaml_load(workflow_yaml(matrix, spec, spec_path=path))
+        assert key_paths(workflow) == shape
+        for script in spec_steps(workflow).values():
+            words = shlex.split(script)
+            assert words[words.index("-f") + 1] == ("./" + path if path.startswith("-") else path)
+
+    check()
+
+
+def test_spec_path_starting_with_a_dash_is_not_read_as_an_option(matrix, two_targets, tmp_path):
+    workflow = parsed_workflow(matrix, load_spec(str(two_targets)), spec_path="-h/envbuild.toml")
+    argv = bash_argv(spec_steps(workflow)["lock-check"], tmp_path)
+    assert argv == ["lock", "--check", "-f", "./-h/envbuild.toml"]
+
+
+@pytest.mark.parametrize("path", ["${{ github.event.head_commit.message }}/envbuild.toml", "a${{x}}.toml"])
+def test_spec_path_with_a_github_expression_is_refused(matrix, two_targets, path):
+    # the runner substitutes ${{ }} into a run: script before the shell reads it, past any quoting
+    with pytest.raises(UsageError) as caught:
+        workflow_yaml(matrix, load_spec(str(two_targets)), spec_path=path)
+    assert path in caught.value.message
+    assert caught.value.exit_code == 2
+    assert caught.value.fix
+
+
+# --- where the workflow is written (issue 14, item 8) ------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", BAD_OUTPUTS)
+def test_ci_github_output_that_is_no_writable_file_is_a_usage_error(capsys, two_targets, tmp_path, kind):
+    output = bad_output(tmp_path, kind)
+    code = main(["ci", "github", "-f", str(two_targets), "-o", output])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert "internal error" not in err
+    assert output in err
+    assert "\n  fix: " in err
+    assert not leftovers(output)
+    assert not out
+
+
+def test_ci_github_into_a_directory_suggests_a_file_in_it(capsys, two_targets, tmp_path):
+    assert main(["ci", "github", "-f", str(two_targets), "-o", str(tmp_path)]) == 2
+    assert str(tmp_path / "envbuild.yml") in capsys.readouterr().err
+    assert tmp_path.is_dir()
+
+
+def test_ci_github_creates_github_workflows_for_its_default_output(
+    capsys, two_targets, tmp_path, monkeypatch
+):
+    # a repository without workflows has no .github/workflows yet, and GitHub reads them only there
+    monkeypatch.chdir(tmp_path)
+    assert main(["ci", "github", "-f", two_targets.name]) == 0, capsys.readouterr().err
+    written = tmp_path / ".github" / "workflows" / "envbuild.yml"
+    assert yaml_load(written.read_text())["name"] == "envbuild"
+
+
+def test_ci_github_makes_no_other_missing_directory(capsys, two_targets, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["ci", "github", "-f", two_targets.name, "-o", "ci/workflows/envbuild.yml"]) == 2
+    assert "ci/workflows" in capsys.readouterr().err
+    assert not (tmp_path / "ci").exists()
