@@ -22,7 +22,7 @@ from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.promote import promote
 from envbuild.image.verify import verify_image
-from envbuild.render.context import render_files, write_context
+from envbuild.render.context import check_destination, render_files, write_context
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import build_plan
 from envbuild.spec.lockfile import lock_path
@@ -181,6 +181,7 @@ def build_target(
         record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
         _write_json(record_path, record)
 
+    check_destination(out_dir, target.name)  # before anything, record.json included, is written there
     with TargetLock(out_dir, target.name, say):
         try:
             started = time.perf_counter()

@@ -94,6 +94,57 @@ def render_files(plan: Plan) -> dict[str, bytes]:
     return encoded
 
 
+# Marks a directory as a build context envbuild wrote, and so may replace (never sent to the Engine:
+# .dockerignore lets in only what the Dockerfile uses).
+MARKER = ".envbuild-context"
+MARKER_TEXT = "Written by `envbuild render`; envbuild replaces this directory when it renders again.\n"
+# What a context held before the marker existed, and what build adds: a directory with only these
+# is one envbuild wrote, so nothing of the user's is lost when it is replaced.
+CONTEXT_NAMES = frozenset(
+    {
+        "Dockerfile",
+        ".dockerignore",
+        "requirements-framework.txt",
+        "requirements.txt",
+        "constraints.txt",
+        "environment.yml",
+        "stack.json",
+        "smoke.py",
+        "smoke_common.py",
+        "wheels",
+        "record.json",
+        "build.log",
+        "smoke-report.json",
+    }
+)
+
+
+def is_envbuild_context(path: str) -> bool:
+    if os.path.isfile(os.path.join(path, MARKER)):
+        return True
+    try:
+        names = set(os.listdir(path))
+    except OSError:
+        return False
+    return "stack.json" in names and "Dockerfile" in names and names <= CONTEXT_NAMES
+
+
+def check_destination(out_dir: str, target: str) -> str:
+    """out_dir/<target>, when rendering may write there: absent, or a context envbuild wrote.
+
+    A target named like a directory of the user's (`docs`) or like the spec file must not delete it."""
+    destination = os.path.join(out_dir, target)
+    if os.path.lexists(destination) and (
+        os.path.islink(destination) or not os.path.isdir(destination) or not is_envbuild_context(destination)
+    ):
+        raise UsageError(
+            f"{destination} exists and is not a build context envbuild wrote; rendering target "
+            f"{target!r} into {out_dir} would replace it",
+            fix=f"render into another directory (-o build), or move {destination} away",
+        )
+    return destination
+
+
 def write_context(
     files: dict[str, bytes],
     out_dir: str,
@@ -102,13 +153,17 @@ def write_context(
     wheelhouse: str | None = None,
     plan: Plan | None = None,
 ) -> str:
-    """Write DIR/<target>/ all at once: a failure leaves the previous context untouched."""
-    destination = os.path.join(out_dir, target)
-    os.makedirs(out_dir, exist_ok=True)
-    staging = tempfile.mkdtemp(prefix=f".{target}.", dir=out_dir)
+    """Write DIR/<target>/ all at once: a failure leaves the previous context untouched, and only
+    a context envbuild wrote is ever replaced (check_destination)."""
+    destination = check_destination(out_dir, target)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=f".{target}.", dir=out_dir)
+    except OSError as exc:
+        raise _unwritable(out_dir, exc) from None
     os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the context unreadable to a non-root builder
     try:
-        for name, data in sorted(files.items()):
+        for name, data in sorted({**files, MARKER: MARKER_TEXT.encode()}.items()):
             with open(os.path.join(staging, name), "wb") as handle:
                 handle.write(data)
         if wheelhouse is not None:
@@ -125,10 +180,20 @@ def write_context(
         os.rename(staging, destination)
         if old:
             shutil.rmtree(old, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise _unwritable(out_dir, exc) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return destination
+
+
+def _unwritable(out_dir: str, exc: OSError) -> UsageError:
+    return UsageError(
+        f"-o {out_dir}: cannot write the build context ({exc.strerror or exc})",
+        fix="give -o a directory you can write to, on a filesystem with free space",
+    )
 
 
 def check_output_dir(out_dir: str) -> None:
@@ -183,6 +248,9 @@ def render_spec(
             require_match(locked, plan, lock_path(spec.path))
         plans.append(plan)
     rendered = [(plan, render_files(plan)) for plan in plans]
+    if write:
+        for plan in plans:  # every destination is checked before any is written
+            check_destination(out_dir, plan.target)
     done = []
     for plan, files in rendered:
         where = None

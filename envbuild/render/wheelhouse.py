@@ -38,12 +38,43 @@ def target_environment(python: str) -> dict[str, str]:
 
 
 def _requires(path: str) -> list[str]:
-    with zipfile.ZipFile(path) as archive:
-        meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
-        if meta is None:
-            return []
-        headers = HeaderParser().parsestr(archive.read(meta).decode("utf-8", "replace"))
+    try:
+        with zipfile.ZipFile(path) as archive:
+            meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+            if meta is None:
+                return []
+            headers = HeaderParser().parsestr(archive.read(meta).decode("utf-8", "replace"))
+    except (zipfile.BadZipFile, OSError) as exc:
+        bad_zip = isinstance(exc, zipfile.BadZipFile)
+        reason = "it is not a zip archive" if bad_zip else exc.strerror or str(exc)
+        raise UsageError(
+            f"--wheelhouse: {path} is not a readable wheel ({reason})",
+            fix="remove it and download it again with `pip download`",
+        ) from None
     return headers.get_all("Requires-Dist") or []
+
+
+def _wheel_files(directory: str) -> list[str]:
+    """The *.whl names in the wheelhouse, each a regular file (a directory named x.whl is refused)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as exc:
+        raise UsageError(
+            f"--wheelhouse {directory}: cannot read it ({exc.strerror or exc})",
+            fix="pass a readable directory of wheels",
+        ) from None
+    wheels = [name for name in names if name.endswith(".whl")]
+    for name in wheels:
+        path = os.path.join(directory, name)
+        problem = "is not a file" if not os.path.isfile(path) else ""
+        if not problem and os.path.getsize(path) == 0:
+            problem = "is empty"
+        if problem:
+            raise UsageError(
+                f"--wheelhouse: {path} {problem}",
+                fix="remove it: a wheelhouse holds only the .whl files `pip download` wrote",
+            )
+    return wheels
 
 
 def framework_closure(directory: str, requirements: tuple[str, ...], python: str) -> set[str]:
@@ -51,7 +82,7 @@ def framework_closure(directory: str, requirements: tuple[str, ...], python: str
     from packaging.requirements import InvalidRequirement, Requirement
 
     wheels: dict[str, list[str]] = {}
-    for filename in sorted(os.listdir(directory)):
+    for filename in _wheel_files(directory):
         match = _WHEEL_RE.match(filename)
         if match:
             wheels.setdefault(canonical(match.group("name")), []).append(filename)
@@ -102,9 +133,7 @@ def split_wheelhouse(directory: str, destination: str, requirements: tuple[str, 
         )
     for part in ("framework", "user"):
         os.makedirs(os.path.join(destination, part), exist_ok=True)
-    for filename in sorted(os.listdir(directory)):
-        if not filename.endswith(".whl"):
-            continue
+    for filename in _wheel_files(directory):
         source = os.path.join(directory, filename)
         target = os.path.join(destination, "framework" if filename in closure else "user", filename)
         try:

@@ -15,6 +15,7 @@ from envbuild.errors import UsageError
 from envbuild.matrix.model import COMPAT_MODES, STRATEGIES
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES, PRECISIONS
 from envbuild.spec import validate
+from envbuild.spec.lockfile import LOCK_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -311,6 +312,12 @@ def parse_spec(data: dict[str, Any], path: str, digest: str) -> Spec:
             raise UsageError(f"{path}: {where} must be a table", fix="write it as [[target]]")
         reader.check_keys(where, entry, TABLE_KEYS["target"])
         name = reader.text(where, entry, "name", required=True, check=validate.target_name)
+        if name in (os.path.basename(path), LOCK_NAME):  # `render -o .` would put a context in its place
+            raise UsageError(
+                f"{path}: {where} name = {name!r} is the name of the spec or its lock, and a target's "
+                "build context is written to a directory of its name",
+                fix="give the target another name",
+            )
         targets.append(Target(name=name, stack=reader.stack(f"[[target]] {name!r}", entry, stack)))
     if not targets:
         targets.append(Target(name="default", stack=stack))
