@@ -212,3 +212,11 @@ def test_an_upload_location_on_another_host_gets_no_credentials(tmp_path: Path) 
                 f"{registry.host}/x/y@{registry.digest}", [f"{registry.host}/z/w:v1"], docker_config=config
             )
     assert elsewhere.seen == [("DELETE", "")]  # the cancelled upload, without the registry's credentials
+
+
+def test_a_refused_realm_is_named_without_its_user_info(tmp_path: Path) -> None:
+    realm = f"http://{USER}:{PASSWORD}@127.0.0.1:{free_port()}/token"
+    with ForeignRealmRegistry(realm) as registry, pytest.raises(UsageError) as caught:
+        resolve_digest(f"{registry.host}/x/y:v1", docker_config=str(tmp_path))
+    assert "http://***@127.0.0.1:" in caught.value.message
+    assert_no_secret(everything_said(caught.value))
