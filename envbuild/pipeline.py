@@ -3,7 +3,8 @@
 An image gets a tag only after its smoke step passed: the build is untagged, verify runs the smoke
 program in a throwaway container, and promote adds a label-only layer and the tags (and pushes).
 Every stage's outcome goes into build/<target>/record.json, written after each stage, so a failure,
-an interrupt or a registry error leaves a record of what happened and no tag.
+an interrupt or a registry error leaves a record of what happened and no tag. Every string of the
+record is redacted as it is written: its error and smoke fields carry Engine and registry text.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from envbuild import __version__
 from envbuild._util.files import write_atomic
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild._util.redact import redact, redact_values
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.promote import promote
@@ -38,7 +40,7 @@ RECORD = "record.json"
 
 
 def _write_json(path: str, data: dict) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(redact_values(data), indent=2, sort_keys=True) + "\n")
 
 
 class TargetLock:
@@ -310,7 +312,7 @@ def build_all(targets, build_one, *, jobs: int) -> list[tuple[dict, str | None]]
         try:
             return build_one(target), None
         except EnvbuildError as exc:
-            return {"target": target.name, "status": "failed"}, exc.render()
+            return {"target": target.name, "status": "failed"}, redact(exc.render())
 
     if jobs <= 1:
         return [one(t) for t in targets]

@@ -1,7 +1,8 @@
 """`envbuild`'s entry point: parse, dispatch through the handler table, turn errors into exit codes.
 
 An EnvbuildError ends the command with its message and exit code (errors.py); anything else is a
-bug, reported in one line without a traceback unless ENVBUILD_DEBUG is set.
+bug, reported in one line without a traceback unless ENVBUILD_DEBUG is set. Both are redacted: an
+error may quote what the Engine or a registry said, and that may carry credentials.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from envbuild._util.redact import redact
 from envbuild.cli.commands import HANDLERS
 from envbuild.cli.parser import build_parser
 from envbuild.errors import EXIT_FAILURE, EXIT_OK, EnvbuildError
@@ -26,7 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except EnvbuildError as exc:
-        sys.stderr.write(exc.render() + "\n")
+        sys.stderr.write(redact(exc.render()) + "\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
@@ -37,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("ENVBUILD_DEBUG"):
             raise
         sys.stderr.write(
-            f"error: internal error: {type(exc).__name__}: {exc}\n"
+            f"error: internal error: {type(exc).__name__}: {redact(str(exc))}\n"
             "  fix: this is a bug in envbuild; rerun with ENVBUILD_DEBUG=1 and report "
             "the traceback\n"
         )

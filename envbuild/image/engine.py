@@ -7,6 +7,8 @@ BuildKit builds: the 20.10/22.x client with its embedded BuildKit, or a newer on
 
 Both write the full build output to a log file as they go, report "step n/m: <instruction>" lines to a
 progress callback, never tag the image, and turn a failed build into a BuildError that names the step.
+Every line of Engine output passes through `redact` before it reaches the log, the progress callback
+or an error: a build that pulls from a registry or fetches a URL can print credentials.
 The docker SDK is imported inside functions: `envbuild resolve` must not pay for it.
 """
 
@@ -22,6 +24,7 @@ import time
 from collections import deque
 
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild._util.redact import redact
 from envbuild.errors import BuildError, UsageError
 
 if TYPE_CHECKING:
@@ -139,7 +142,7 @@ def build_image(
         except BaseException as exc:
             # the log ends with why it stopped, never mid-line without a word
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            log.write(f"\n# envbuild: build stopped: {reason}\n")
+            log.write(f"\n# envbuild: build stopped: {redact(reason)}\n")
             raise
         finally:
             close = getattr(progress, "close", None)  # a Progress ends its redrawn line
@@ -152,7 +155,7 @@ def build_image(
 
 def _failure(step: str | None, detail: str, log_path: str) -> BuildError:
     where = f"at step {step}" if step else "before the first step"
-    return BuildError(f"docker build failed {where}: {detail}", fix=f"read the full log: {log_path}")
+    return BuildError(f"docker build failed {where}: {redact(detail)}", fix=f"read the full log: {log_path}")
 
 
 def _build_api(
@@ -171,7 +174,8 @@ def _build_api(
         client = docker.APIClient(version="auto", timeout=None, **docker.utils.kwargs_from_env())
     except docker.errors.DockerException as exc:
         raise BuildError(
-            f"cannot reach the Docker Engine: {exc}", fix="start dockerd, or set DOCKER_HOST to its socket"
+            f"cannot reach the Docker Engine: {redact(str(exc))}",
+            fix="start dockerd, or set DOCKER_HOST to its socket",
         ) from exc
     step: str | None = None
     steps = 0
@@ -189,7 +193,7 @@ def _build_api(
             labels=labels,
         )
         for chunk in stream:
-            text = chunk.get("stream")
+            text = redact(chunk.get("stream") or "")
             if text:
                 log.write(text)
                 for line in text.splitlines():
@@ -202,9 +206,10 @@ def _build_api(
                     elif line.startswith("Successfully built "):
                         short_id = line.split()[-1]
             if "status" in chunk:
-                log.write(f"{chunk['status']} {chunk.get('progress', '')}".rstrip() + "\n")
+                log.write(redact(f"{chunk['status']} {chunk.get('progress', '')}".rstrip()) + "\n")
             if "error" in chunk or "errorDetail" in chunk:
                 detail = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message") or str(chunk)
+                detail = redact(str(detail))
                 log.write(f"ERROR: {detail}\n")
                 raise _failure(step, detail.strip(), log_path)
             aux = chunk.get("aux")
@@ -213,8 +218,8 @@ def _build_api(
         if image_id is None and short_id is not None:
             image_id = client.inspect_image(short_id)["Id"]
     except docker.errors.DockerException as exc:
-        log.write(f"ERROR: {exc}\n")
-        raise _failure(step, str(exc), log_path) from exc
+        log.write(f"ERROR: {redact(str(exc))}\n")
+        raise _failure(step, str(exc), log_path) from None
     finally:
         if stream is not None and hasattr(stream, "close"):
             stream.close()
@@ -271,6 +276,7 @@ def _build_buildkit(
     try:
         assert proc.stdout is not None
         for line in proc.stdout:
+            line = redact(line)
             log.write(line)
             line = line.rstrip("\n")
             tail.append(line)

@@ -11,7 +11,9 @@ no filesystem layer), carrying:
 
 Pushes report failures inside the progress stream rather than as an HTTP error, so every chunk is
 read and an "error"/"errorDetail" chunk counts as a failure; the digest comes from the
-{"aux": {"Digest": ...}} chunk. Nothing here prints, and no credential ever goes in a message.
+{"aux": {"Digest": ...}} chunk. Nothing here prints, and no credential ever goes in a message: the
+Engine relays what the registry answered, which may echo the credentials it was sent, so Engine text
+passes through `redact` before it is put in an error.
 
 `docker` is imported inside the functions: importing this module costs nothing at start-up.
 """
@@ -24,6 +26,7 @@ import json
 
 from envbuild._util.http import attempts
 from envbuild._util.record import Record
+from envbuild._util.redact import redact
 from envbuild.errors import PromoteError, UsageError
 from envbuild.image.verify import load_report
 from envbuild.oci.labels import SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
@@ -72,7 +75,7 @@ def _chunk_error(chunk: object) -> str | None:
     if chunk.get("error") or chunk.get("errorDetail"):
         detail = chunk.get("errorDetail")
         message = chunk.get("error") or (detail.get("message") if isinstance(detail, dict) else detail)
-        return str(message or "unknown error").strip()
+        return redact(str(message or "unknown error").strip())
     return None
 
 
@@ -114,7 +117,7 @@ def promote(
             client.api.tag(promoted, repository, tag=tag, force=True)
         except docker.errors.APIError as exc:
             raise PromoteError(
-                f"tagging the promoted image as {ref} failed: {exc.explanation or exc}",
+                f"tagging the promoted image as {ref} failed: {redact(str(exc.explanation or exc))}",
                 fix="check the tag: REPOSITORY[:TAG] with a lowercase repository",
             ) from None
 
@@ -214,7 +217,7 @@ def _label(client: object, image_id: str, labels: dict[str, str]) -> str:
                 built = str(aux["ID"])
     except docker.errors.APIError as exc:
         raise PromoteError(
-            f"labelling the verified image failed: {exc.explanation or exc}",
+            f"labelling the verified image failed: {redact(str(exc.explanation or exc))}",
             fix="check that dockerd is healthy (`docker info`) and the image id is right",
         ) from None
     if not built:
@@ -255,6 +258,6 @@ def _push(client: object, ref: str, retries: int) -> str:
             error = "the push stream ended without a digest"
     host = registry_host(repository)
     raise PromoteError(
-        f"pushing {ref} failed: {error}",
+        f"pushing {ref} failed: {redact(error)}",
         fix=f"check the registry is reachable and you are logged in (docker login {host})",
     )

@@ -23,6 +23,7 @@ import uuid
 
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
+from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.versions import format_driver
@@ -97,7 +98,7 @@ def _engine_error(exc: Exception, doing: str) -> VerifyError:
     if known is not None:
         return known
     return VerifyError(
-        f"the Docker Engine could not {doing} the smoke container: {text}",
+        f"the Docker Engine could not {doing} the smoke container: {redact(str(text))}",
         fix="check the image reference and that dockerd is healthy (`docker info`)",
     )
 
@@ -140,7 +141,7 @@ def verify_image(
                 client.images.pull(image)
             except docker.errors.APIError as exc:
                 raise VerifyError(
-                    f"cannot pull {image}: {exc.explanation or exc}",
+                    f"cannot pull {image}: {redact(str(exc.explanation or exc))}",
                     fix="check the registry is reachable and you are logged in (docker login)",
                 ) from None
 

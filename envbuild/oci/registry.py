@@ -7,7 +7,11 @@ manifest list / OCI index) the tag points at right now and returns its "sha256:.
 Authentication follows what `docker pull` does: anonymous first, then on a 401 the challenge in
 WWW-Authenticate decides - a Bearer token from the realm it names (with the docker config's
 credentials for that registry, when there are some), or HTTP basic with those credentials.
-Credentials never appear in a message or an exception: no request header is ever quoted.
+Credentials never appear in a message or an exception: no request header is ever quoted, and what a
+registry says (its error bodies, the URLs it names) passes through `redact` before it is quoted.
+A Bearer realm must be https, or plain http on the registry's own host and port: credentials and
+token requests never go to another host over plain http. The registry's Authorization is sent to the
+registry's own host only, never to a URL it names elsewhere (an upload Location).
 
 `requests` is imported inside the functions: importing this module costs nothing at start-up.
 """
@@ -23,6 +27,7 @@ import os
 import re
 
 from envbuild._util.http import short_reason, with_retries
+from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.oci.labels import VERIFIED
 from envbuild.oci.reference import DIGEST_RE, HUB_ALIASES, TAG_RE, Reference, parse_reference
@@ -118,7 +123,7 @@ def list_tags(
             page = []  # distribution answers "tags": null for a repository without tags
         if not isinstance(page, list) or not all(isinstance(tag, str) for tag in page):
             raise EnvbuildError(
-                f"malformed tag list from {url}: 'tags' is not a list of strings",
+                f"malformed tag list from {redact(url)}: 'tags' is not a list of strings",
                 fix="nothing was written; retry later, and report it if it persists",
             )
         tags += page
@@ -467,7 +472,7 @@ def _error_details(response: requests.Response) -> str:
         if isinstance(error, dict):
             code, message = error.get("code"), error.get("message")
             parts.append(": ".join(str(x) for x in (code, message) if x))
-    return "; ".join(p for p in parts if p)
+    return redact("; ".join(p for p in parts if p))  # a registry may echo what it was sent
 
 
 def registry_scheme(host: str) -> str:
@@ -534,6 +539,20 @@ def _config_key_host(key: str) -> str:
         if host.startswith(prefix):
             host = host[len(prefix) :]
     return host.split("/", 1)[0]
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, the default port filled in; None for anything else."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        scheme, host, port = parts.scheme.lower(), (parts.hostname or "").lower(), parts.port
+    except ValueError:  # a port that is not a number, a bracket left open
+        return None
+    if scheme not in ("http", "https") or not host:
+        return None
+    return scheme, host, port or (443 if scheme == "https" else 80)
 
 
 def _parse_challenge(header: str) -> tuple[str, dict[str, str]]:
@@ -604,6 +623,9 @@ class _Session:
         """`request` with the auth handshake: the session's last Authorization first, then on a 401 a
         new one for `scope` (a str or a list of "repository:<repo>:<actions>"; None: the challenge's)."""
         headers = dict(headers or {})
+        if not self.is_registry(url):  # e.g. an upload Location elsewhere: no credential goes there
+            headers.pop("Authorization", None)
+            return self.request(method, url, headers=headers, **kwargs)
         if self.authorization:
             headers["Authorization"] = self.authorization
         response = self.request(method, url, headers=headers, **kwargs)
@@ -634,6 +656,7 @@ class _Session:
                 fix="pin the image by digest yourself (name:tag@sha256:...) or use a registry with "
                 "Bearer-token or basic authentication",
             )
+        self.check_realm(params["realm"])
         query = {"service": params.get("service"), "scope": scope or params.get("scope")}
         if not query["scope"]:
             query["scope"] = f"repository:{self.parsed.repository}:pull"
@@ -661,6 +684,30 @@ class _Session:
                 fix="retry later; if it persists, check the registry's status",
             )
         return f"Bearer {token}"
+
+    @property
+    def origin(self) -> tuple[str, str, int] | None:
+        """The registry's own (scheme, host, port)."""
+        return _origin(f"{registry_scheme(self.parsed.api_host)}://{self.parsed.api_host}/")
+
+    def is_registry(self, url: str) -> bool:
+        """Whether `url` is on the registry's own scheme, host and port."""
+        return _origin(url) == self.origin
+
+    def check_realm(self, realm: str) -> None:
+        """Refuse a token service that is neither https nor the registry itself: the token request
+        carries the docker config's credentials, and its answer is a credential too."""
+        origin = _origin(realm)
+        if origin is not None and (origin[0] == "https" or origin == self.origin):
+            return
+        raise UsageError(
+            f"registry {self.parsed.registry}'s Bearer challenge names the token realm "
+            f"{redact(realm)!r}, which is neither https nor on the registry's own host and port "
+            f"({self.parsed.api_host}): refusing to send it credentials or to ask it for a token",
+            fix="a Bearer realm must be an https URL, or plain http on the registry's own host and "
+            f"port; fix the token realm in {self.parsed.registry}'s auth configuration, or check "
+            "that nothing between this machine and the registry rewrites its answers",
+        )
 
     def needs_credentials(self, status: int) -> EnvbuildError:
         host = self.parsed.registry
@@ -727,6 +774,6 @@ class _Session:
 def _error_codes(response: requests.Response) -> set[str]:
     try:
         errors = response.json().get("errors") or []
-        return {str(e.get("code")) for e in errors if isinstance(e, dict)}
+        return {redact(str(e.get("code"))) for e in errors if isinstance(e, dict)}
     except (ValueError, AttributeError):
         return set()

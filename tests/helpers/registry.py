@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import http.server
 import json
 import socket
@@ -109,17 +110,28 @@ class RegistryHandler(http.server.BaseHTTPRequestHandler):
         pass
 
     def reply(
-        self, status: int, body: bytes, challenge: str | None = None, digest: str | None = None
+        self,
+        status: int,
+        body: bytes,
+        challenge: str | None = None,
+        digest: str | None = None,
+        *,
+        media_type: str = "application/json",
+        echo: str | None = None,
     ) -> None:
+        """`echo`: a value sent back in an X-Echo-Authorization header (EchoingRegistry)."""
         self.send_response(status)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", media_type)
         self.send_header("Content-Length", str(len(body)))
         if challenge:
             self.send_header("WWW-Authenticate", challenge)
         if digest:
             self.send_header("Docker-Content-Digest", digest)
+        if echo:
+            self.send_header("X-Echo-Authorization", echo)
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
 
 class LoopbackServer:
@@ -137,3 +149,114 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+# --- hostile registries: what a proxy or a misconfigured registry does with credentials -------------
+
+MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
+
+
+def verified_image(labels: dict[str, str] | None = None) -> tuple[bytes, str, bytes, str]:
+    """(manifest bytes, its digest, config bytes, its digest) of a layerless image whose config
+    carries `labels` (default: io.envbuild.verified=true), for servers that serve one image."""
+    config = json.dumps({"config": {"Labels": labels or {"io.envbuild.verified": "true"}}}).encode()
+    config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+    manifest = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_V2,
+            "config": {
+                "mediaType": "application/vnd.docker.container.image.v1+json",
+                "digest": config_digest,
+                "size": len(config),
+            },
+            "layers": [],
+        }
+    ).encode()
+    return manifest, "sha256:" + hashlib.sha256(manifest).hexdigest(), config, config_digest
+
+
+class EchoingRegistry(LoopbackServer):
+    """A registry that wants HTTP Basic credentials, then refuses every write (and every read but
+    /v2/ and its one verified image, x/y@`digest`) with HTTP 400 and an error that echoes the
+    Authorization header it was sent: in the error's message, in its detail as a header map and a
+    "token" field, and in a response header. That is what some proxies and registries do, and what
+    the Engine then relays in a push error. `seen` lists (method, path, Authorization)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, str]] = []
+        self.manifest, self.digest, self.config, self.config_digest = verified_image()
+        outer = self
+
+        class Handler(RegistryHandler):
+            def answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                path = self.path.partition("?")[0]
+                auth = self.headers.get("Authorization", "")
+                outer.seen.append((self.command, path, auth))
+                if not auth:
+                    body = b'{"errors": [{"code": "UNAUTHORIZED", "message": "authentication required"}]}'
+                    return self.reply(401, body, challenge='Basic realm="echo"')
+                if path == "/v2/":
+                    return self.reply(200, b"{}")
+                if self.command in ("GET", "HEAD") and path == f"/v2/x/y/manifests/{outer.digest}":
+                    return self.reply(200, outer.manifest, digest=outer.digest, media_type=MANIFEST_V2)
+                if self.command in ("GET", "HEAD") and path == f"/v2/x/y/blobs/{outer.config_digest}":
+                    return self.reply(200, outer.config, digest=outer.config_digest)
+                if self.command == "HEAD":  # "no such blob": the Engine goes on to upload it
+                    return self.reply(404, b"")
+                _, _, credential = auth.partition(" ")
+                error = {
+                    "code": "DENIED",
+                    "message": f"request refused; it carried Authorization: {auth}",
+                    "detail": {"Authorization": [auth], "token": credential},
+                }
+                self.reply(400, json.dumps({"errors": [error]}).encode(), echo=auth)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = do_DELETE = answer
+
+        super().__init__(Handler)
+
+
+class TokenServer(LoopbackServer):
+    """A Bearer token service on its own port: it hands out `token` to anyone and records the
+    Authorization of every request it got (`seen`), so a test can tell whether credentials reached it."""
+
+    token = "tok-3f9a1c77e2d54b08"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        outer = self
+
+        class Handler(RegistryHandler):
+            def do_GET(self) -> None:
+                outer.seen.append(self.headers.get("Authorization", ""))
+                self.reply(200, json.dumps({"token": outer.token}).encode())
+
+        super().__init__(Handler)
+
+
+class ForeignRealmRegistry(LoopbackServer):
+    """A registry whose Bearer challenge names `realm` (where "{port}" stands for its own port); it
+    serves its one verified image, x/y@`digest`, to the token a TokenServer hands out."""
+
+    def __init__(self, realm: str) -> None:
+        self.manifest, self.digest, self.config, self.config_digest = verified_image()
+        outer = self
+
+        class Handler(RegistryHandler):
+            def do_GET(self) -> None:
+                path = self.path.partition("?")[0]
+                if self.headers.get("Authorization") != f"Bearer {TokenServer.token}":
+                    named = realm.replace("{port}", str(outer.port))
+                    challenge = f'Bearer realm="{named}",service="test",scope="repository:x/y:pull"'
+                    return self.reply(401, b'{"errors": [{"code": "UNAUTHORIZED"}]}', challenge)
+                if path.startswith("/v2/x/y/manifests/"):
+                    return self.reply(200, outer.manifest, digest=outer.digest, media_type=MANIFEST_V2)
+                if path == f"/v2/x/y/blobs/{outer.config_digest}":
+                    return self.reply(200, outer.config, digest=outer.config_digest)
+                self.reply(404, b'{"errors": [{"code": "NAME_UNKNOWN"}]}')
+
+        super().__init__(Handler)
