@@ -143,7 +143,10 @@ def build_spec(
             progress=tell if parallel else None,
         )
 
-    results = build_all(spec.target(target), build_one, jobs=options.jobs)
+    chosen_targets = spec.target(target)
+    for chosen in chosen_targets:  # a usage error for all before any target starts
+        check_destination(options.out_dir, chosen.name)
+    results = build_all(chosen_targets, build_one, jobs=options.jobs)
     for record, _ in results:
         record.setdefault("smoke_device", device)
     return results

@@ -24,7 +24,8 @@ def test_wheels_build_runs_torch_as_non_root(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     images.append("envbuild-test/render:one")
-    render_and_build(tmp_path, TORCH_SPEC, wheelhouse, bookworm_image, images[0])
+    literal = '[image]\nenv = { HINT = "pa$word" }\nlabels = { "com.example.team" = "équipe $HOME" }\n'
+    render_and_build(tmp_path, TORCH_SPEC + literal, wheelhouse, bookworm_image, images[0])
     capsys.readouterr()
     ran = docker(
         "run",
@@ -42,6 +43,8 @@ def test_wheels_build_runs_torch_as_non_root(
     assert config["User"] == "10001:10001"
     assert config["Labels"]["io.envbuild.framework-version"] == "2.13.0"
     assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in config["Env"]
+    assert "HINT=pa$word" in config["Env"]  # `$` is not expanded, non-ASCII is not \u-escaped
+    assert config["Labels"]["com.example.team"] == "équipe $HOME"
     smoke = docker(
         "run",
         "--rm",

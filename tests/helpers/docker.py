@@ -70,7 +70,7 @@ def render_and_build(workdir: Path, spec_text: str, wheelhouse: Path, base: str,
     """`envbuild render` a spec air-gapped, then `docker build` it by hand: (build output, Dockerfile)."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec = workdir / "envbuild.toml"
-    spec.write_text(spec_text)
+    spec.write_text(spec_text, encoding="utf-8")
     out = workdir / "build"
     rendered = main(
         ["render", "-f", str(spec), "-o", str(out), "--wheelhouse", str(wheelhouse), "--base-image", base]
