@@ -1,7 +1,9 @@
 """How long `envbuild lock` takes to lock the torch closure against a package index on loopback.
 
 Cold: an empty uv cache (every page and wheel metadata fetched); warm: the same lock again with the
-cache uv filled. Both measured in this run; the ratio is the figure to watch.
+cache uv filled. Both measured in this run; the ratio is the figure to watch. Then what the CI gate
+costs against that warm lock: `lock --check` (seal, drift and a full re-resolution) and
+`lock --check --offline` (seal and drift only).
 
 Run: `.venv/bin/python bench/lock.py` (downloads the torch CPU wheel's closure once with pip).
 """
@@ -46,21 +48,16 @@ def main() -> int:
     with PackageIndex(framework_dir) as framework, PackageIndex(user_dir) as user:
         (work / "envbuild.toml").write_text(SPEC.format(user=user.url, framework=framework.url))
 
-        def run(cache: str) -> float:
+        base = ["--base-image", "debian:bookworm-slim@sha256:" + "a" * 64]
+
+        def run(cache: str, *check: str) -> float:
             lock = work / "envbuild.lock"
-            if lock.exists():
+            if lock.exists() and not check:
                 lock.unlink()
             env = {**os.environ, "UV_CACHE_DIR": cache, "ENVBUILD_CACHE_DIR": str(work / "matrix-cache")}
             start = time.perf_counter()
             subprocess.run(
-                [
-                    envbuild,
-                    "lock",
-                    "-f",
-                    str(work / "envbuild.toml"),
-                    "--base-image",
-                    "debian:bookworm-slim@sha256:" + "a" * 64,
-                ],
+                [envbuild, "lock", "-f", str(work / "envbuild.toml"), *base, *check],
                 env=env,
                 check=True,
                 stdout=subprocess.DEVNULL,
@@ -71,11 +68,15 @@ def main() -> int:
         warm_cache = tempfile.mkdtemp(dir=work)
         run(warm_cache)
         warm = statistics.median(run(warm_cache) for _ in range(5))
+        check = statistics.median(run(warm_cache, "--check") for _ in range(5))
+        offline = statistics.median(run(warm_cache, "--check", "--offline") for _ in range(5))
     shutil.rmtree(work, ignore_errors=True)  # wheels and uv caches: ~200 MB a run
     print("envbuild lock, torch 2.13.0 closure + 2 user packages, loopback indexes")
     print(f"  cold uv cache   {cold * 1000:8.0f} ms")
     print(f"  warm uv cache   {warm * 1000:8.0f} ms")
     print(f"  warm/cold       {warm / cold:8.2f}")
+    print(f"  check (re-resolve, warm)  {check * 1000:8.0f} ms   check/warm lock {check / warm:6.2f}")
+    print(f"  check --offline           {offline * 1000:8.0f} ms   offline/warm lock {offline / warm:6.2f}")
     return 0
 
 
