@@ -21,7 +21,7 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.promote import promote
-from envbuild.image.verify import verify_image
+from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.render.context import render_files, write_context
 from envbuild.render.plan import build_plan
 from envbuild.spec.lockfile import lock_for_render, lock_path
@@ -208,6 +208,9 @@ def build_target(
                 timeout=spec.smoke.timeout,
             )
             record["smoke"] = verification.report
+            record["report_digest"] = report_digest(
+                report_document(verification.image_id, smoke_device, verification.report)
+            )  # what `verify --report` would write, and the promoted image's label carries
             stage("verify", started, passed=verification.passed, device=smoke_device)
             if not verification.passed:
                 failed = "; ".join(

@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from envbuild.cli.app import main
+from envbuild.image.verify import report_digest
 from tests.helpers.docker import TORCH_SPEC, docker
 from tests.helpers.registry import free_port
 
@@ -93,6 +94,11 @@ def test_build_verify_promote_push(
     assert set(rec["stages"]) == {"render", "build", "verify", "promote"} and rec["engine"]
     labels = json.loads(docker("image", "inspect", tag, "--format", "{{json .Config.Labels}}").stdout)
     assert labels["io.envbuild.verified"] == "true" and labels["io.envbuild.smoke.device"] == "cpu"
+    # the record, the label and a `verify --report` file carry one digest of {image, device, report}
+    assert rec["report_digest"] == labels["io.envbuild.smoke.report-digest"]
+    assert rec["report_digest"] == report_digest(
+        {"image": rec["images"]["built"], "device": "cpu", "report": rec["smoke"]}
+    )
     (pushed,) = rec["pushed"]
     response = requests.get(
         f"http://{anonymous_registry}/v2/envbuild-test/e2e/manifests/torch2.13.0-e2e",

@@ -21,6 +21,7 @@ from envbuild.oci.registry import resolve_digest
 
 # bookworm_image and wheelhouse are fixtures, used by name
 from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.docker
 
@@ -137,7 +138,9 @@ def promoted_cleanup(passed_report: dict):
     yield refs
     for ref in refs:
         docker("rmi", "--no-prune", ref, check=False)
-    label = f"label=io.envbuild.smoke.report-digest={report_digest(passed_report)}"
+    label = "label=io.envbuild.smoke.report-digest=" + report_digest(
+        {"image": image_id(TORCH_IMAGE), "device": "cpu", "report": passed_report}
+    )
     for leftover in set(docker("images", "-q", "--no-trunc", "--filter", label).stdout.split()):
         docker("rmi", "-f", leftover, check=False)
 
@@ -166,7 +169,8 @@ def test_promote_labels_tags_and_pushes(
     assert details["Config"]["Labels"]["io.envbuild.verified"] == "true"
     assert details["Config"]["Labels"]["io.envbuild.smoke.device"] == "cpu"
     assert details["Config"]["Labels"]["io.envbuild.smoke.framework"] == "torch"
-    assert details["Config"]["Labels"]["io.envbuild.smoke.report-digest"] == report_digest(passed_report)
+    document = {"image": verified, "device": "cpu", "report": passed_report}  # what verify --report writes
+    assert details["Config"]["Labels"]["io.envbuild.smoke.report-digest"] == report_digest(document)
     # the image's own labels are kept, and a LABEL-only build adds no filesystem layer
     assert details["Config"]["Labels"]["io.envbuild.framework-version"] == "2.13.0"
     assert details["RootFS"]["Layers"] == inspect(verified)["RootFS"]["Layers"]
@@ -331,3 +335,21 @@ def test_promote_to_checks_the_report_against_the_registry_image(
     assert resolve_digest(f"{anonymous_registry}/envbuild-test/candidate:ok-{run}") == digest
     tags = requests.get(f"http://{anonymous_registry}/v2/envbuild-test/candidate/tags/list", timeout=30)
     assert f"forged-{run}" not in tags.json()["tags"]
+
+
+def test_verify_judges_a_passing_report_with_the_promotion_gates(torch_image: str, tmp_path: Path) -> None:
+    """A smoke program that prints "passed" over losses that did not decrease: verify re-judges it with
+    the same gates as promotion, so its report never reaches a report file."""
+    report = json.loads((FIXTURES / "smoke" / "torch-cpu-lr0-failed.json").read_text())
+    report.update(passed=True, failed=[], gates={**report["gates"], "training": "passed"})
+    (tmp_path / "smoke.py").write_text(f"print({json.dumps(json.dumps(report))})\n")
+    (tmp_path / "Dockerfile").write_text(f"FROM {torch_image}\nCOPY smoke.py /opt/envbuild/smoke.py\n")
+    lying = "envbuild-test/verify:lying"
+    docker("build", "-q", "-t", lying, str(tmp_path))
+    try:
+        with pytest.raises(VerifyError) as caught:
+            verify_image(lying, device="cpu", steps=5, timeout=120)
+        assert smoke_containers(lying) == []
+    finally:
+        docker("rmi", lying, check=False)
+    assert caught.value.message.startswith("the smoke report says it passed, but report.losses: loss did not")
