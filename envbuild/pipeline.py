@@ -247,10 +247,10 @@ def build_target(
             for tag, digest in promotion.pushed:
                 say(f"{target.name}: pushed {tag}@{digest}")
             record.update(ok=True, status="promoted")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
             if "plan" in locals() and record["stages"].get("verify", {}).get("passed"):
                 _untag(plan.tags)
-            record.update(status="interrupted", error="interrupted", tags=[])
+            record.update(status="interrupted", error=str(exc) or "interrupted", tags=[])
             _write_json(record_path, record)
             raise
         except EnvbuildError as exc:

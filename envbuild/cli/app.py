@@ -1,7 +1,8 @@
 """`envbuild`'s entry point: parse, dispatch through the handler table, turn errors into exit codes.
 
 An EnvbuildError ends the command with its message and exit code (errors.py); anything else is a
-bug, reported in one line without a traceback unless ENVBUILD_DEBUG is set.
+bug, reported in one line without a traceback unless ENVBUILD_DEBUG is set. SIGINT, SIGTERM and SIGHUP
+interrupt the command alike (_util/signals.py): its cleanup runs, and it exits 128 + the signal.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from envbuild._util.signals import signals_interrupt
 from envbuild.cli.commands import HANDLERS
 from envbuild.cli.parser import build_parser
 from envbuild.errors import EXIT_FAILURE, EXIT_OK, EnvbuildError
@@ -24,13 +26,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parsers[getattr(args, "command_path", "")].print_help()
         return EXIT_OK
     try:
-        return handler(args)
+        with signals_interrupt():
+            return handler(args)
     except EnvbuildError as exc:
         sys.stderr.write(exc.render() + "\n")
         return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    except KeyboardInterrupt as exc:  # signals_interrupt's Interrupted: SIGINT, SIGTERM or SIGHUP
+        sys.stderr.write(f"{exc or 'interrupted'}\n")
+        return getattr(exc, "exit_code", 130)
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # a bug: still no traceback unless asked for

@@ -4,7 +4,8 @@
 network), asks the Engine for every GPU when device is "gpu", runs
 `python /opt/envbuild/smoke.py --device D --steps N --precision P`, reads the JSON report from the
 last line of its stdout and checks it against smoke/schema.json. The container is always removed,
-on success, failure, timeout and Ctrl-C alike.
+in a `finally`, on success, failure, timeout and interrupt alike (Ctrl-C, SIGTERM, SIGHUP: the CLI
+turns all three into KeyboardInterrupt), within REMOVE_TIMEOUT_S.
 
 Errors the Engine reports when it cannot give the container a GPU are turned into messages that say
 what to fix (`explain_engine_error`). Nothing here prints: callers print.
@@ -32,6 +33,7 @@ from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, 
 from envbuild.smoke.report import gate_problems, parse_report, validate
 
 SMOKE_PATH = "/opt/envbuild/smoke.py"
+REMOVE_TIMEOUT_S = 30  # the longest the Engine may take to remove the smoke container
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
@@ -237,6 +239,8 @@ def _remove(client: object, container: object, name: str, *, quiet: bool) -> Non
     import docker.errors
     import requests
 
+    with contextlib.suppress(AttributeError):  # bounded, also when an interrupt is waiting on it
+        client.api.timeout = REMOVE_TIMEOUT_S  # type: ignore[attr-defined]
     try:
         if container is None:
             container = client.containers.get(name)  # type: ignore[attr-defined]
