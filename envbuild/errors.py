@@ -3,7 +3,8 @@
 Exit codes are a contract with CI scripts: 0 ok, 1 failure, 2 usage or bad input, 3 no compatible
 stack. The command line turns an EnvbuildError into its message (what is wrong, what is accepted,
 how to fix it) and its exit code; nothing ends in a traceback. One list, so a reader sees every way
-a command can fail and what a script will see.
+a command can fail and what a script will see. A command ended by SIGINT, SIGTERM or SIGHUP exits
+128 + the signal's number once its cleanup is done (130, 143, 129: _util/signals.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from envbuild._util.redact import redact, redact_values
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.promote import promote
-from envbuild.image.verify import verify_image
+from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.render.context import check_destination, render_files, write_context
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import build_plan
@@ -232,6 +232,9 @@ def build_target(
                 timeout=spec.smoke.timeout,
             )
             record["smoke"] = verification.report
+            record["report_digest"] = report_digest(
+                report_document(verification.image_id, smoke_device, verification.report)
+            )  # what `verify --report` would write, and the promoted image's label carries
             stage("verify", started, passed=verification.passed, device=smoke_device)
             if not verification.passed:
                 failed = "; ".join(
@@ -268,10 +271,10 @@ def build_target(
             for tag, digest in promotion.pushed:
                 say(f"{target.name}: pushed {tag}@{digest}")
             record.update(ok=True, status="promoted")
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
             if "plan" in locals() and record["stages"].get("verify", {}).get("passed"):
                 _untag(plan.tags)
-            record.update(status="interrupted", error="interrupted", tags=[])
+            record.update(status="interrupted", error=str(exc) or "interrupted", tags=[])
             _write_json(record_path, record)
             raise
         except EnvbuildError as exc:

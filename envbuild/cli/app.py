@@ -2,7 +2,9 @@
 
 An EnvbuildError ends the command with its message and exit code (errors.py); anything else is a
 bug, reported in one line without a traceback unless ENVBUILD_DEBUG is set. Both are redacted: an
-error may quote what the Engine or a registry said, and that may carry credentials.
+error may quote what the Engine or a registry said, and that may carry credentials. SIGINT, SIGTERM
+and SIGHUP interrupt the command alike (_util/signals.py): its cleanup runs, and it exits 128 + the
+signal.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from envbuild._util.redact import redact
+from envbuild._util.signals import signals_interrupt
 from envbuild.cli.commands import HANDLERS
 from envbuild.cli.parser import build_parser
 from envbuild.errors import EXIT_FAILURE, EXIT_OK, EnvbuildError
@@ -26,13 +29,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parsers[getattr(args, "command_path", "")].print_help()
         return EXIT_OK
     try:
-        return handler(args)
+        with signals_interrupt():
+            return handler(args)
     except EnvbuildError as exc:
         sys.stderr.write(redact(exc.render()) + "\n")
         return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    except KeyboardInterrupt as exc:  # signals_interrupt's Interrupted: SIGINT, SIGTERM or SIGHUP
+        sys.stderr.write(f"{exc or 'interrupted'}\n")
+        return getattr(exc, "exit_code", 130)
     except BrokenPipeError:
         return EXIT_OK
     except Exception as exc:  # a bug: still no traceback unless asked for

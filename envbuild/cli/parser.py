@@ -240,7 +240,9 @@ def _verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N")
     parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S, metavar="S")
-    parser.add_argument("--report", metavar="FILE", help="write {image, device, report} here for `promote`")
+    parser.add_argument(
+        "--report", metavar="FILE", help="write {image, device, report, report-digest} here for `promote`"
+    )
     add_json(parser, "the report as JSON")
 
 

@@ -1,12 +1,13 @@
 """`promote`: label a verified image, tag it, and optionally push the tags.
 
-Only an image whose smoke report passed is promoted. The promoted image is a metadata-only image on
-top of the verified one (a `FROM <id>` + `LABEL` build with the Engine's classic builder, which adds
-no filesystem layer), carrying:
+Only an image whose smoke report passed is promoted: a report file only through
+image.trust.trusted_report, and every report re-judged by the smoke step's gates. The promoted image
+is a metadata-only image on top of the verified one (a `FROM <id>` + `LABEL` build with the Engine's
+classic builder, which adds no filesystem layer), carrying:
 
     io.envbuild.verified=true
     io.envbuild.smoke.device=<cpu|gpu>
-    io.envbuild.smoke.report-digest=sha256:<sha256 of the canonical JSON of the report>
+    io.envbuild.smoke.report-digest=sha256:<report_digest of {image, device, report}>
     io.envbuild.smoke.framework=<torch|tensorflow|jax>
 
 Pushes report failures inside the progress stream rather than as an HTTP error, so every chunk is
@@ -20,7 +21,6 @@ passes through `redact` before it is put in an error.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 
@@ -28,10 +28,14 @@ from envbuild._util.http import attempts
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import PromoteError, UsageError
-from envbuild.image.verify import load_report
+from envbuild.image.trust import trusted_report
+from envbuild.image.verify import report_digest, report_document
 from envbuild.oci.labels import SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
 from envbuild.oci.reference import registry_host, split_tag
 from envbuild.oci.registry import promote_by_digest
+from envbuild.smoke.report import gate_problems, validate
+
+__all__ = ["Promotion", "labels_for", "promote", "promote_in_registry", "promote_reported", "report_digest"]
 
 PUSH_TIMEOUT_S = 600
 
@@ -47,17 +51,12 @@ class Promotion(Record):
     device: str
 
 
-def report_digest(report: dict) -> str:
-    """ "sha256:" + the sha256 of the report's canonical JSON (sorted keys, no spaces)."""
-    canonical = json.dumps(report, sort_keys=True, separators=(",", ":"))
-    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def labels_for(report: dict, device: str) -> dict[str, str]:
+def labels_for(image_id: str, report: dict, device: str) -> dict[str, str]:
+    """The labels of the promoted image; the digest is the one `verify --report` writes in its file."""
     return {
         VERIFIED: "true",
         SMOKE_DEVICE: device,
-        SMOKE_REPORT_DIGEST: report_digest(report),
+        SMOKE_REPORT_DIGEST: report_digest(report_document(image_id, device, report)),
         SMOKE_FRAMEWORK: str(report.get("framework", "")),
     }
 
@@ -91,10 +90,13 @@ def promote(
     """Label the verified image `image_id`, tag it with every tag, and push them when `push`.
 
     `retries` is how many more times a failed push of one tag is tried (envbuild._util.http's policy).
+    The report is judged again here, with the gates of the smoke step, whoever calls.
     """
-    if not isinstance(report, dict) or report.get("passed") is not True:
+    problems = ["report: not an object"] if not isinstance(report, dict) else []
+    problems = problems or validate(report) or gate_problems(report, device)
+    if problems:
         raise PromoteError(
-            "only images whose smoke step passed are promoted",
+            "only images whose smoke step passed are promoted: " + "; ".join(problems[:5]),
             fix="fix what the smoke report's failed gates name, rebuild, and verify again",
         )
     if not tags:
@@ -110,7 +112,7 @@ def promote(
             fix="start dockerd, or point DOCKER_HOST at a running engine",
         ) from None
 
-    promoted = _label(client, image_id, labels_for(report, device))
+    promoted = _label(client, image_id, labels_for(image_id, report, device))
     for ref in tags:
         repository, tag = split_tag(ref)
         try:
@@ -141,31 +143,19 @@ def promote_reported(image: str, *, report_path: str | None, tags: list[str], pu
             "REPO@sha256:... in a registry",
             fix="see envbuild promote --help",
         )
-    saved = load_report(report_path)
-    report, device, image_id = saved["report"], saved.get("device", "gpu"), saved["image"]
-    if _local_image_id(image) != image_id:
-        raise UsageError(
-            f"--report {report_path} was made for {image_id[:19]}, not {image}",
-            fix="verify this image, then promote it",
-        )
     if not tags:
         raise UsageError("promote needs at least one --tag REPO:TAG", fix="e.g. --tag ghcr.io/acme/train:v1")
-    return promote(image_id, tags=tags, report=report, device=device, push=push)
+    trusted = trusted_report(report_path, _local_image_id(image))
+    return promote(trusted.image_id, tags=tags, report=trusted.report, device=trusted.device, push=push)
 
 
 def promote_in_registry(image: str, to: list[str], *, report_path: str | None) -> list[tuple[str, str]]:
     """`envbuild promote REPO@sha256:... --to TAG ...`: registry-side promotion by digest; with a
-    report, only when its smoke step passed and it names this image."""
-    verified = None
-    if report_path:
-        saved = load_report(report_path)
-        if not saved["report"].get("passed"):
-            raise PromoteError(
-                f"{report_path}: the smoke step did not pass; refusing to promote",
-                fix="fix the image, build and verify again",
-            )
-        verified = saved["image"]
-    return promote_by_digest(image, to, verified_image_id=verified)
+    report, only when trusted_report accepts it for the image id the registry holds under that digest."""
+    if not report_path:
+        return promote_by_digest(image, to)
+    path = report_path
+    return promote_by_digest(image, to, vouch=lambda image_id: trusted_report(path, image_id))
 
 
 def _local_image_id(image: str) -> str:

@@ -4,7 +4,8 @@
 network), asks the Engine for every GPU when device is "gpu", runs
 `python /opt/envbuild/smoke.py --device D --steps N --precision P`, reads the JSON report from the
 last line of its stdout and checks it against smoke/schema.json. The container is always removed,
-on success, failure, timeout and Ctrl-C alike.
+in a `finally`, on success, failure, timeout and interrupt alike (Ctrl-C, SIGTERM, SIGHUP: the CLI
+turns all three into KeyboardInterrupt), within REMOVE_TIMEOUT_S.
 
 Errors the Engine reports when it cannot give the container a GPU are turned into messages that say
 what to fix (`explain_engine_error`). Nothing here prints: callers print.
@@ -15,6 +16,7 @@ what to fix (`explain_engine_error`). Nothing here prints: callers print.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import re
 import sys
@@ -29,9 +31,10 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.versions import format_driver
 from envbuild.oci.labels import ROLE
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES
-from envbuild.smoke.report import parse_report, validate
+from envbuild.smoke.report import gate_problems, parse_report, validate
 
 SMOKE_PATH = "/opt/envbuild/smoke.py"
+REMOVE_TIMEOUT_S = 30  # the longest the Engine may take to remove the smoke container
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
@@ -213,6 +216,12 @@ def verify_image(
             "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5]),
             fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
         )
+    doubts = gate_problems(report, device) if report["passed"] else []
+    if doubts:  # what promotion would refuse: the program said passed, its own numbers do not
+        raise VerifyError(
+            "the smoke report says it passed, but " + "; ".join(doubts[:5]),
+            fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
+        )
     return Verification(
         report=report,
         passed=bool(report["passed"]) and exit_code == 0,
@@ -231,6 +240,8 @@ def _remove(client: object, container: object, name: str, *, quiet: bool) -> Non
     import docker.errors
     import requests
 
+    with contextlib.suppress(AttributeError):  # bounded, also when an interrupt is waiting on it
+        client.api.timeout = REMOVE_TIMEOUT_S  # type: ignore[attr-defined]
     try:
         if container is None:
             container = client.containers.get(name)  # type: ignore[attr-defined]
@@ -248,23 +259,26 @@ def _remove(client: object, container: object, name: str, *, quiet: bool) -> Non
 
 # --- the report file `verify --report` writes and `promote --report` reads ----------------------
 
+REPORT_DIGEST = "report-digest"  # the report file's key for the digest of the rest of it
+
+
+def report_digest(document: dict) -> str:
+    """ "sha256:" + the sha256 of the document's canonical JSON (sorted keys, no spaces)."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def report_document(image_id: str, device: str, report: dict) -> dict:
+    """{image, device, report}: a smoke report tied to the one image id and device it ran on.
+
+    Its report_digest is what the report file, record.json and the promoted image's
+    io.envbuild.smoke.report-digest label carry, so the three can be matched to each other.
+    """
+    return {"image": image_id, "device": device, "report": report}
+
 
 def save_report(path: str, verification: Verification) -> None:
-    """{image, device, report}: what promote needs to tie a passing smoke step to one image id."""
-    saved = {"image": verification.image_id, "device": verification.device, "report": verification.report}
-    write_atomic(path, json.dumps(saved, indent=2) + "\n")
-
-
-def load_report(path: str) -> dict:
-    """A file `save_report` wrote, checked for its shape; a UsageError naming the file otherwise."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            saved = json.load(handle)
-        if not isinstance(saved["report"], dict) or not str(saved["image"]).startswith("sha256:"):
-            raise ValueError("no report or image id")
-        return saved
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(
-            f"--report {path} is not a report from `envbuild verify --report` ({exc})",
-            fix="run envbuild verify IMAGE --report FILE first",
-        ) from None
+    """{image, device, report, report-digest}: what promote needs to tie a passing smoke step to one
+    image id. The digest catches a file edited after this wrote it; it is no signature (README)."""
+    document = report_document(verification.image_id, verification.device, verification.report)
+    write_atomic(path, json.dumps({**document, REPORT_DIGEST: report_digest(document)}, indent=2) + "\n")

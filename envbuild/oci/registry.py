@@ -34,6 +34,8 @@ from envbuild.oci.reference import DIGEST_RE, HUB_ALIASES, TAG_RE, Reference, pa
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import requests
 
 MANIFEST_ACCEPT = ", ".join(
@@ -181,12 +183,18 @@ def image_config_labels(ref: str, *, docker_config: str | None = None, timeout: 
 
 
 def promote_by_digest(
-    ref: str, to: list[str], *, docker_config: str | None = None, verified_image_id: str | None = None
+    ref: str,
+    to: list[str],
+    *,
+    docker_config: str | None = None,
+    vouch: Callable[[str], object] | None = None,
 ) -> list[tuple[str, str]]:
     """Tag the verified image `ref` ("name@sha256:...") as each of `to` inside its registry.
 
     A target is a bare tag (same repository) or "[registry/]repo:tag" on the same registry host. The
-    image's config must carry io.envbuild.verified=true (set by `envbuild promote`). The manifest's
+    image's config must carry io.envbuild.verified=true (set by `envbuild promote`), unless `vouch` is
+    given: it is called with the image id (the config digest) the registry holds, before any tag is
+    written, and raises to refuse (envbuild promote --to --report: its report file). The manifest's
     exact bytes are PUT under each new tag, so every tag has the source digest; in another repository
     of the same registry, the blobs are mounted from the source first. No layer is pulled or pushed.
     Returns [(full ref, digest), ...] in the order of `to`.
@@ -208,13 +216,8 @@ def promote_by_digest(
     session = _Session(parsed, docker_config=docker_config, timeout=30, retries=3)
     body, media_type, digest = _fetch_manifest(session, parsed.digest)
     image_id, labels = _config(session, body, media_type)
-    if verified_image_id is not None:  # a passing verify record (envbuild verify --report) vouches for it
-        if verified_image_id != image_id:
-            raise EnvbuildError(
-                f"the verify report was made for {verified_image_id[:19]}, but {ref.strip()} is "
-                f"{image_id[:19]}: refusing to promote",
-                fix=f"verify this digest: envbuild verify {ref.strip()} --report FILE",
-            )
+    if vouch is not None:  # a passing verify report (envbuild verify --report) vouches for it
+        vouch(image_id)
     elif labels.get(VERIFIED) != "true":
         raise EnvbuildError(
             f"{ref.strip()} was not verified by envbuild (no {VERIFIED} label): refusing to promote",

@@ -3,6 +3,10 @@
 A small validator for the JSON Schema keywords the schema uses (type, enum, required, properties,
 additionalProperties, items, minimum, pattern), so envbuild needs no jsonschema dependency; the
 tests check the same reports with the jsonschema package too.
+
+`gate_problems` re-judges a report that says it passed, with the smoke programs' own rules (the loss
+rule is their function, imported): verify applies it to what a container printed, and promotion to a
+report file, so a report cannot say "passed" while its own numbers say otherwise.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import os
 import re
 
 from envbuild._util.record import TYPE_CHECKING
+from envbuild.smoke.programs.smoke_common import GATES, GPU_GATES, LOSSES_KEPT, PRECISIONS, loss_problem
 
 if TYPE_CHECKING:
     from typing import Any
@@ -78,6 +83,52 @@ def validate(report: Any, schema: dict[str, Any] | None = None) -> list[str]:
             if report["gates"][gate] == "failed" and not any(f.get("gate") == gate for f in report["failed"]):
                 errors.append(f"report.gates.{gate}: failed, but no entry in failed names it")
     return errors
+
+
+# the gates every passing run passes; the others (GPU_GATES) may be skipped, with a reason
+ALWAYS_PASSED = tuple(gate for gate in GATES if gate not in GPU_GATES)
+
+
+def gate_problems(report: dict[str, Any], device: str) -> list[str]:
+    """Why `report`, schema-valid, does not show a smoke step that passed on `device`; [] when it does.
+
+    The checks the smoke program made, re-made from what the report carries: no gate failed and the
+    gates a passing run always passes did pass; the losses are finite, one per step (the program keeps
+    the first and last LOSSES_KEPT / 2 of longer runs) and the loss after training is below the first;
+    a known precision; the device asked for is `device`, and a GPU run used a GPU. The losses in a
+    report are rounded to 6 significant digits, as the program prints them.
+    """
+    problems: list[str] = []
+    if report.get("passed") is not True or report.get("failed"):
+        named = "; ".join(f"{f.get('gate')}: {f.get('detail')}" for f in report.get("failed") or [])
+        problems.append("report.passed: the smoke step failed" + (f" ({named})" if named else ""))
+    gates = report.get("gates") or {}
+    for gate, state in gates.items():
+        if gate in ALWAYS_PASSED and state != "passed":
+            problems.append(f"report.gates.{gate}: {state!r}; a passing smoke step passes it")
+        elif not (state == "passed" or str(state).startswith("skipped: ")):
+            problems.append(f"report.gates.{gate}: {state!r}")
+    steps, losses = report.get("steps"), list(report.get("losses") or [])
+    if not isinstance(steps, int) or steps < 1:
+        problems.append(f"report.steps: {steps!r}; a smoke step runs 1 or more")
+    elif len(losses) != min(steps, LOSSES_KEPT):
+        problems.append(f"report.losses: {len(losses)} loss(es) for {steps} step(s)")
+    problem = loss_problem(losses, report.get("loss_last"))
+    if problem is not None:
+        problems.append(f"report.losses: {problem[1]}")
+    if report.get("loss_decreased") is not True:
+        problems.append(f"report.loss_decreased: {report.get('loss_decreased')!r}")
+    if report.get("precision") not in PRECISIONS:
+        problems.append(
+            f"report.precision: {report.get('precision')!r} is not one of {', '.join(PRECISIONS)}"
+        )
+    if report.get("device_requested") != device:
+        problems.append(f"report.device_requested: {report.get('device_requested')!r}, not {device!r}")
+    if device == "gpu":
+        kinds = [d.get("kind") for d in report.get("devices") or [] if isinstance(d, dict)]
+        if report.get("device_used") in (None, "cpu") or "gpu" not in kinds:
+            problems.append(f"report.device_used: {report.get('device_used')!r}; a GPU smoke step uses a GPU")
+    return problems
 
 
 def parse_report(stdout: str) -> dict[str, Any] | None:

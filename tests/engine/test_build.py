@@ -17,6 +17,7 @@ import pytest
 import requests
 
 from envbuild.cli.app import main
+from envbuild.image.verify import report_digest
 from tests.helpers.docker import TORCH_SPEC, docker
 from tests.helpers.registry import free_port
 
@@ -61,6 +62,17 @@ def smoke_containers() -> list[str]:
     return docker("ps", "-aq", "--filter", "label=io.envbuild.role=smoke").stdout.split()
 
 
+def running_smoke_containers(repository: str) -> list[str]:
+    """Smoke containers of this test's image (other tests may run their own on the same engine): the
+    build's image is untagged while it is verified, so they are found by the image's label instead."""
+    found = docker("ps", "-aq", "--filter", "label=io.envbuild.role=smoke").stdout.split()
+    return [
+        cid
+        for cid in found
+        if repository in docker("inspect", cid, "--format", "{{json .Config.Labels}}", check=False).stdout
+    ]
+
+
 def record(out: Path) -> dict:
     return json.loads((out / "default" / "record.json").read_text())
 
@@ -93,6 +105,11 @@ def test_build_verify_promote_push(
     assert set(rec["stages"]) == {"render", "build", "verify", "promote"} and rec["engine"]
     labels = json.loads(docker("image", "inspect", tag, "--format", "{{json .Config.Labels}}").stdout)
     assert labels["io.envbuild.verified"] == "true" and labels["io.envbuild.smoke.device"] == "cpu"
+    # the record, the label and a `verify --report` file carry one digest of {image, device, report}
+    assert rec["report_digest"] == labels["io.envbuild.smoke.report-digest"]
+    assert rec["report_digest"] == report_digest(
+        {"image": rec["images"]["built"], "device": "cpu", "report": rec["smoke"]}
+    )
     (pushed,) = rec["pushed"]
     response = requests.get(
         f"http://{anonymous_registry}/v2/envbuild-test/e2e/manifests/torch2.13.0-e2e",
@@ -161,13 +178,22 @@ def test_gpu_smoke_on_an_engine_without_the_toolkit(
     assert record(out)["status"] == "failed"
 
 
-def test_interrupt_during_verify_leaves_nothing(
+@pytest.mark.parametrize(
+    ("sent", "exit_code"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["SIGINT", "SIGTERM", "SIGHUP"],
+)
+def test_a_signal_during_verify_leaves_nothing(
     tmp_path: Path,
     bookworm_image: str,
     wheelhouse: Path,
     cleanup: list[str],
+    sent: signal.Signals,
+    exit_code: int,
 ) -> None:
-    repository = "envbuild-test/interrupted"
+    """Ctrl-C, CI cancellation and Kubernetes (SIGTERM), a closed terminal (SIGHUP): the same cleanup,
+    and the exit code 128 + the signal's number."""
+    repository = f"envbuild-test/interrupted-{sent.name.lower()}"
     cleanup.append(f"{repository}:torch2.13.0-e2e")
     spec = (
         spec_for(tmp_path, repository).read_text().replace('device = "cpu"', 'device = "cpu"\nsteps = 9000')
@@ -189,19 +215,58 @@ def test_interrupt_during_verify_leaves_nothing(
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.monotonic() + 300
-    while not smoke_containers():
+    while not running_smoke_containers(repository):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    time.sleep(1)  # the smoke step is running
-    process.send_signal(signal.SIGINT)
-    process.communicate(timeout=120)
-    assert process.returncode != 0
-    assert smoke_containers() == []
+    process.send_signal(sent)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == exit_code, err
+    assert f"interrupted by {sent.name}" in err and "internal error" not in err
+    assert not running_smoke_containers(repository)
     assert not tag_exists(f"{repository}:torch2.13.0-e2e")
-    assert record(out)["status"] == "interrupted"
+    rec = record(out)
+    assert (
+        rec["status"] == "interrupted" and rec["error"] == f"interrupted by {sent.name}" and rec["tags"] == []
+    )
+
+
+def test_sigterm_during_envbuild_verify_removes_the_container(
+    tmp_path: Path, bookworm_image: str, wheelhouse: Path, cleanup: list[str]
+) -> None:
+    repository = "envbuild-test/verify-sigterm"
+    image = f"{repository}:torch2.13.0-e2e"
+    cleanup.append(image)
+    assert run_build(spec_for(tmp_path, repository), tmp_path / "build", wheelhouse, bookworm_image) == 0
+    report = tmp_path / "smoke.json"
+    process = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("envbuild")),
+            "verify",
+            image,
+            "--smoke-device",
+            "cpu",
+            "--steps",
+            "90000",
+            "--report",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not running_smoke_containers(repository):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 143, err
+    assert not running_smoke_containers(repository) and not report.exists()
 
 
 def test_registry_down_fails_the_push_and_keeps_no_tag(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from envbuild.cli.app import main
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.oci.registry import (
     fetch_manifest,
@@ -181,3 +182,20 @@ def test_unverified_unpinned_and_foreign_targets_are_refused(pushed: Pushed) -> 
     with pytest.raises(UsageError, match="stays inside one registry"):
         promote_by_digest(f"{registry}/{SRC}@{pushed.verified_digest}", [f"ghcr.io/{SRC}:refused"])
     assert "refused" not in set(tags_list(registry, SRC)) - before
+
+
+def test_promote_to_refuses_a_self_asserted_report(
+    pushed: Pushed, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's forged report, naming the registry image's own id: no smoke step ever ran on it."""
+    registry = pushed.registry
+    image = docker("image", "inspect", pushed.verified, "--format", "{{.Id}}").stdout.strip()
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps({"image": image, "device": "gpu", "report": {"passed": True}}))
+    source = f"{registry}/{SRC}@{pushed.verified_digest}"
+    tag = f"self-asserted-{uuid.uuid4().hex[:8]}"
+    code = main(["promote", source, "--to", tag, "--report", str(forged)])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "envbuild verify" in err and "internal error" not in err
+    assert tag not in tags_list(registry, SRC)

@@ -7,10 +7,13 @@ import contextlib
 import json
 import os
 import socket
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from envbuild.cli.app import main
 from envbuild.errors import PromoteError, VerifyError
 from envbuild.image.promote import Promotion, promote, report_digest
 from envbuild.image.verify import Verification, verify_image
@@ -18,6 +21,7 @@ from envbuild.oci.registry import resolve_digest
 
 # bookworm_image and wheelhouse are fixtures, used by name
 from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
+from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.docker
 
@@ -25,6 +29,9 @@ TORCH_IMAGE = "envbuild-test/verify:torch"
 
 
 LR0_IMAGE = "envbuild-test/verify:lr0"
+
+
+FORGED_FROM = "envbuild-test/verify:lr0-forged"  # a failing image, for reports that claim otherwise
 
 
 REGISTRY = os.environ.get("ENVBUILD_TEST_REGISTRY") or "127.0.0.1:5000"
@@ -131,7 +138,9 @@ def promoted_cleanup(passed_report: dict):
     yield refs
     for ref in refs:
         docker("rmi", "--no-prune", ref, check=False)
-    label = f"label=io.envbuild.smoke.report-digest={report_digest(passed_report)}"
+    label = "label=io.envbuild.smoke.report-digest=" + report_digest(
+        {"image": image_id(TORCH_IMAGE), "device": "cpu", "report": passed_report}
+    )
     for leftover in set(docker("images", "-q", "--no-trunc", "--filter", label).stdout.split()):
         docker("rmi", "-f", leftover, check=False)
 
@@ -160,7 +169,8 @@ def test_promote_labels_tags_and_pushes(
     assert details["Config"]["Labels"]["io.envbuild.verified"] == "true"
     assert details["Config"]["Labels"]["io.envbuild.smoke.device"] == "cpu"
     assert details["Config"]["Labels"]["io.envbuild.smoke.framework"] == "torch"
-    assert details["Config"]["Labels"]["io.envbuild.smoke.report-digest"] == report_digest(passed_report)
+    document = {"image": verified, "device": "cpu", "report": passed_report}  # what verify --report writes
+    assert details["Config"]["Labels"]["io.envbuild.smoke.report-digest"] == report_digest(document)
     # the image's own labels are kept, and a LABEL-only build adds no filesystem layer
     assert details["Config"]["Labels"]["io.envbuild.framework-version"] == "2.13.0"
     assert details["RootFS"]["Layers"] == inspect(verified)["RootFS"]["Layers"]
@@ -202,3 +212,144 @@ def test_push_to_a_closed_port_fails_with_the_tag(
     assert caught.value.pushed == ()
     # the local tag stays: callers record the failure, nothing is untagged
     assert docker("image", "inspect", ref, check=False).returncode == 0
+
+
+# ---- reports as untrusted input: what `promote --report` accepts (issue 14, item 2) ----------------
+
+
+def tag_exists(tag: str) -> bool:
+    return docker("image", "inspect", tag, check=False).returncode == 0
+
+
+def verify_to(image: str, report: Path, steps: int = 10) -> int:
+    """`envbuild verify IMAGE --report FILE` on the CPU; its exit code."""
+    return main(["verify", image, "--smoke-device", "cpu", "--steps", str(steps), "--report", str(report)])
+
+
+@pytest.fixture(scope="module")
+def failing_image(torch_image: str) -> Iterator[str]:
+    """An image whose smoke step fails (learning rate 0: the loss cannot decrease)."""
+    docker("build", "-q", "-t", FORGED_FROM, "-", input=f"FROM {torch_image}\nENV ENVBUILD_SMOKE_LR=0\n")
+    yield FORGED_FROM
+    docker("rmi", FORGED_FROM, check=False)
+
+
+def test_a_self_asserted_report_does_not_promote(
+    failing_image: str, tmp_path: Path, images: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    forged = tmp_path / "forged.json"  # the issue's input, for an image whose smoke step fails
+    issue = {"image": image_id(failing_image), "device": "gpu", "report": {"passed": True}}
+    forged.write_text(json.dumps(issue))
+    tag = "envbuild-test/forged:self-asserted"
+    images.append(tag)
+    code = main(["promote", failing_image, "--report", str(forged), "--tag", tag])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "envbuild verify" in err and "internal error" not in err
+    assert not tag_exists(tag)
+
+
+def test_an_edited_failing_report_does_not_promote(
+    failing_image: str, tmp_path: Path, images: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = tmp_path / "smoke.json"
+    assert verify_to(failing_image, real, 5) == 1
+    saved = json.loads(real.read_text())
+    report = saved["report"]
+    report.update(passed=True, failed=[], gates={**report["gates"], "training": "passed"})
+    real.write_text(json.dumps(saved))  # the runner's file, edited to pass
+    tag = "envbuild-test/forged:edited"
+    images.append(tag)
+    code = main(["promote", failing_image, "--report", str(real), "--tag", tag])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "report-digest" in err and "envbuild verify" in err
+    assert not tag_exists(tag)
+
+
+def test_a_report_for_another_image_does_not_promote(
+    torch_image: str,
+    failing_image: str,
+    tmp_path: Path,
+    images: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = tmp_path / "smoke.json"
+    assert verify_to(torch_image, report) == 0
+    tag = "envbuild-test/forged:other-image"
+    images.append(tag)
+    code = main(["promote", failing_image, "--report", str(report), "--tag", tag])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert f"was made for {image_id(torch_image)[:19]}" in err and "envbuild verify" in err
+    assert not tag_exists(tag)
+
+
+def test_verify_report_names_the_image_and_its_digest_and_promotes(
+    torch_image: str, tmp_path: Path, images: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "smoke.json"
+    assert verify_to(torch_image, path) == 0
+    saved = json.loads(path.read_text())
+    verified = image_id(torch_image)
+    assert saved["image"] == verified and saved["device"] == "cpu"
+    document = {key: saved[key] for key in ("image", "device", "report")}
+    assert saved["report-digest"] == report_digest(document)
+    tag = "envbuild-test/promoted:cli"
+    images.append(tag)
+    assert main(["promote", torch_image, "--report", str(path), "--tag", tag]) == 0, capsys.readouterr().err
+    labels = inspect(tag)["Config"]["Labels"]
+    assert labels["io.envbuild.verified"] == "true" and labels["io.envbuild.smoke.device"] == "cpu"
+    assert labels["io.envbuild.smoke.report-digest"] == saved["report-digest"]
+
+
+def test_promote_to_checks_the_report_against_the_registry_image(
+    request: pytest.FixtureRequest,
+    torch_image: str,
+    anonymous_registry: str,
+    tmp_path: Path,
+    images: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The candidate pushed by digest, then promoted inside the registry with its verify report."""
+    import requests
+
+    path = tmp_path / "smoke.json"
+    assert verify_to(torch_image, path) == 0
+    candidate = f"{anonymous_registry}/envbuild-test/candidate:verify"
+    images.append(candidate)
+    docker("tag", torch_image, candidate)
+    docker("push", candidate)
+    digest = resolve_digest(candidate)
+    request.addfinalizer(lambda: delete_manifest("envbuild-test/candidate", digest))
+    source = f"{anonymous_registry}/envbuild-test/candidate@{digest}"
+    run = uuid.uuid4().hex[:8]
+
+    saved = json.loads(path.read_text())
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps({**saved, "device": "gpu"}))  # claims a GPU smoke step
+    assert main(["promote", source, "--to", f"forged-{run}", "--report", str(forged)]) == 1
+    assert "report-digest" in capsys.readouterr().err
+
+    assert main(["promote", source, "--to", f"ok-{run}", "--report", str(path)]) == 0, capsys.readouterr().err
+    assert resolve_digest(f"{anonymous_registry}/envbuild-test/candidate:ok-{run}") == digest
+    tags = requests.get(f"http://{anonymous_registry}/v2/envbuild-test/candidate/tags/list", timeout=30)
+    assert f"forged-{run}" not in tags.json()["tags"]
+
+
+def test_verify_judges_a_passing_report_with_the_promotion_gates(torch_image: str, tmp_path: Path) -> None:
+    """A smoke program that prints "passed" over losses that did not decrease: verify re-judges it with
+    the same gates as promotion, so its report never reaches a report file."""
+    report = json.loads((FIXTURES / "smoke" / "torch-cpu-lr0-failed.json").read_text())
+    report.update(passed=True, failed=[], gates={**report["gates"], "training": "passed"})
+    (tmp_path / "smoke.py").write_text(f"print({json.dumps(json.dumps(report))})\n")
+    (tmp_path / "Dockerfile").write_text(f"FROM {torch_image}\nCOPY smoke.py /opt/envbuild/smoke.py\n")
+    lying = "envbuild-test/verify:lying"
+    docker("build", "-q", "-t", lying, str(tmp_path))
+    try:
+        with pytest.raises(VerifyError) as caught:
+            verify_image(lying, device="cpu", steps=5, timeout=120)
+        assert smoke_containers(lying) == []
+    finally:
+        docker("rmi", lying, check=False)
+    assert caught.value.message.startswith("the smoke report says it passed, but report.losses: loss did not")

@@ -8,6 +8,7 @@ for real with torch.distributed's gloo backend across two CPU processes.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import functools
 import glob
@@ -15,9 +16,11 @@ import inspect
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import jsonschema
@@ -422,3 +425,53 @@ def test_schema_cross_checks_passed_and_failed(capsys: pytest.CaptureFixture[str
     report = good_report(capsys)
     report["gates"]["training"] = "failed"  # schema-valid, but no failure names it and passed is true
     assert any("no entry in failed" in e for e in validate(report))
+
+
+# --- signals: SIGTERM and SIGHUP end `envbuild smoke` like Ctrl-C, its child included (issue 14) ----
+
+
+def smoke_child(parent: subprocess.Popen[str]) -> int:
+    """The pid of the smoke program `envbuild smoke` runs, once it runs."""
+    children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children")
+    while True:
+        assert parent.poll() is None, parent.communicate()
+        for pid in children.read_text().split():
+            with contextlib.suppress(OSError):
+                if b"smoke.py" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    return int(pid)
+        time.sleep(0.05)
+
+
+def start_long_smoke(**kwargs: object) -> subprocess.Popen[str]:
+    command = [str(Path(sys.executable).with_name("envbuild")), "smoke", "--framework", "torch"]
+    return subprocess.Popen(
+        [*command, "--device", "cpu", "--steps", "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    ("sent", "exit_code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129), (signal.SIGINT, 130)]
+)
+def test_a_signal_ends_envbuild_smoke_and_its_program(sent: signal.Signals, exit_code: int) -> None:
+    process = start_long_smoke()
+    child = smoke_child(process)
+    process.send_signal(sent)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == exit_code, err
+    assert err.strip().splitlines()[-1] == f"interrupted by {sent.name}"
+    assert not Path(f"/proc/{child}").exists()  # killed and reaped, not orphaned
+
+
+def test_a_hangup_ignored_by_nohup_stays_ignored() -> None:
+    process = start_long_smoke(preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    child = smoke_child(process)
+    process.send_signal(signal.SIGHUP)  # discarded: had it been handled, the exit would be 129 (or -1)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "interrupted by SIGTERM"
+    assert not Path(f"/proc/{child}").exists()

@@ -701,25 +701,46 @@ def record_losses(report, losses, final_loss):
     report["loss_last"] = round_loss(final_loss) if final_loss is not None else None
 
 
-def check_losses(report, losses, final_loss, not_decreasing_hint):
+def _finite(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def loss_problem(losses, final_loss):
+    """(finite, detail) saying why these losses do not show a working training step, or None.
+
+    losses: the loss of each step before its update; final_loss: after the last update. Each must be a
+    finite number, and the last below the first. envbuild applies the same rule to a report's losses
+    before it promotes an image, so a report cannot claim a training step these numbers deny.
+    """
     everything = [*list(losses), final_loss]
-    bad = [i for i, v in enumerate(everything) if v is None or not math.isfinite(v)]
+    bad = [i for i, v in enumerate(everything) if not _finite(v)]
     if bad:
-        report["loss_decreased"] = False
         where = "after the last update" if bad[0] == len(losses) else f"at step {bad[0] + 1}"
-        fail(
-            report,
-            "training",
-            f"loss is not finite {where} ({everything[bad[0]]!r})",
-            "loss became NaN/Inf: lower the learning rate or use fp32/bf16 (fp16 needs loss scaling); "
-            "if fp32 also fails, suspect the GPU build or driver",
+        return False, f"loss is not finite {where} ({everything[bad[0]]!r})"
+    if not losses:
+        return True, "no training step recorded a loss"
+    if not final_loss < losses[0]:
+        return (
+            True,
+            f"loss did not decrease: first {losses[0]:.6g}, after {len(losses)} step(s) {final_loss:.6g}",
         )
+    return None
+
+
+def check_losses(report, losses, final_loss, not_decreasing_hint):
+    problem = loss_problem(losses, final_loss)
+    report["loss_decreased"] = problem is None
+    if problem is None:
         return
-    decreased = final_loss < losses[0]
-    report["loss_decreased"] = bool(decreased)
-    if not decreased:
-        detail = f"loss did not decrease: first {losses[0]:.6g}, after {len(losses)} step(s) {final_loss:.6g}"
-        fail(report, "training", detail, not_decreasing_hint)
+    finite, detail = problem
+    if not finite:
+        hint = (
+            "loss became NaN/Inf: lower the learning rate or use fp32/bf16 (fp16 needs loss scaling); "
+            "if fp32 also fails, suspect the GPU build or driver"
+        )
+        fail(report, "training", detail, hint)
+        return
+    fail(report, "training", detail, not_decreasing_hint)
 
 
 def judge_training(report, steps, losses, final_loss, skipped, not_decreasing_hint):

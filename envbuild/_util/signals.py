@@ -1,0 +1,63 @@
+"""SIGTERM and SIGHUP end a command the way Ctrl-C does, so its cleanup runs.
+
+CI cancellation and Kubernetes send SIGTERM, a closed terminal SIGHUP; Python's default for both is to
+die on the spot, skipping every `finally` (a smoke container left running, a record left at
+"started"). While `signals_interrupt()` is active, SIGINT, SIGTERM and SIGHUP raise `Interrupted` in the
+main thread, a KeyboardInterrupt, so everything that already cleans up after Ctrl-C (verify's container
+removal, build's untag and "interrupted" record) does so for all three.
+
+Only the first signal raises. Later ones are ignored until the command has ended, so a second signal
+cannot cut the cleanup short: GitHub Actions sends SIGINT, then SIGTERM a few seconds later, then
+SIGKILL. The cleanup is bounded by its own timeouts instead (each Engine call it makes has one).
+A signal that was ignored when envbuild started (nohup) stays ignored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """A command ended by a signal; `exit_code` is the shell's 128 + the signal's number
+    (130 SIGINT, 143 SIGTERM, 129 SIGHUP), what a parent sees from a process the signal killed."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {self.name}")
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """Raise Interrupted on the first SIGINT, SIGTERM or SIGHUP while the block runs; ignore later ones
+    until it ends; then put the previous handlers back. Outside the main thread (where Python cannot
+    install handlers) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    fired: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        if fired:
+            return  # the first one is being handled: let its cleanup finish
+        fired.append(signum)
+        raise Interrupted(signum)
+
+    previous = {}
+    for signum in SIGNALS:
+        before = signal.getsignal(signum)
+        if before is signal.SIG_IGN:
+            continue
+        previous[signum] = before
+        signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, before in previous.items():
+            signal.signal(signum, before)
