@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -106,6 +107,31 @@ def indexes(user_wheels: Path, framework_wheels: Path) -> Iterator[tuple[Package
     """(the user index, the framework index) on loopback, for `envbuild lock`."""
     with PackageIndex(user_wheels) as user, PackageIndex(framework_wheels) as framework:
         yield user, framework
+
+
+@pytest.fixture
+def mounted(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """Mount a small tmpfs (read-only, or nearly full): real filesystems refusing a write, which
+    root's permission bits cannot give. CI runs as root, where mount works."""
+    mounts: list[Path] = []
+
+    def mount(options: str) -> Path:
+        point = tmp_path / f"mnt{len(mounts)}"
+        point.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True
+        )
+        if done.returncode != 0:
+            why = f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); CI runs as root"
+            if os.environ.get("ENVBUILD_REQUIRE_DOCKER"):  # CI: a missing capability fails, never skips
+                pytest.fail(why)
+            pytest.skip(why)
+        mounts.append(point)
+        return point
+
+    yield mount
+    for point in mounts:
+        subprocess.run(["umount", str(point)], check=False)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import difflib
 import os
 
 from envbuild import __version__
-from envbuild.errors import EnvbuildError
+from envbuild.errors import EnvbuildError, UsageError
 from envbuild.lock.uv import compile_layer
 from envbuild.matrix.model import Matrix
 from envbuild.oci.registry import pinned
@@ -173,7 +173,13 @@ def relock(
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
     )
-    write_lock(path, lock, key)
+    try:
+        write_lock(path, lock, key)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {path} ({exc.strerror or exc})",
+            fix="run `envbuild lock` where the spec's directory is writable and its filesystem has space",
+        ) from None
     return previous, lock, path
 
 

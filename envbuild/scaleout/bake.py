@@ -137,7 +137,7 @@ def bake_file(
     """The bake definition (JSON form) that builds every target's rendered context as a candidate.
 
     cache_ref: one registry cache ref for every target; default `<repository>:buildcache-<target>`.
-    lock: an envbuild.lock (`envbuild.spec.lockfile.load_lock`) so the labels name the pinned base image, as
+    lock: an envbuild.lock (`envbuild.spec.lockread.load_lock`) so the labels name the pinned base image, as
     the rendered Dockerfile does.
     """
     repository = spec.image.repository

@@ -9,6 +9,7 @@ a lock `envbuild lock` could have written.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -346,3 +347,13 @@ def test_hypothesis_check_passes_only_what_lock_would_write(locked_project: Path
         assert _check(project) == 1
 
     attack()
+
+
+def test_lock_into_a_read_only_directory_is_a_usage_error(indexes, mounted, capsys) -> None:
+    user, framework = indexes
+    project = mounted("size=1m")
+    (project / "envbuild.toml").write_text(spec_text(user.url, framework.url))
+    subprocess.run(["mount", "-o", "remount,ro", str(project)], check=True)
+    assert main(["lock", "-f", str(project / "envbuild.toml"), "--base-image", BASE]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write {project / 'envbuild.lock'} (Read-only file system)" in err and "fix: " in err

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -164,28 +162,6 @@ def test_render_replaces_its_own_contexts_old_and_new(
 
 
 # --- -o places that cannot be written: usage errors naming the path
-
-
-@pytest.fixture
-def mounted(tmp_path: Path) -> Iterator[callable]:
-    """Mount a small tmpfs (read-only, or nearly full): real filesystems refusing a write, which
-    root's permission bits cannot give. CI runs as root, where mount works."""
-    mounts: list[Path] = []
-
-    def mount(options: str) -> Path:
-        point = tmp_path / f"mnt{len(mounts)}"
-        point.mkdir()
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True
-        )
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({done.stderr.decode().strip()}); CI runs as root")
-        mounts.append(point)
-        return point
-
-    yield mount
-    for point in mounts:
-        subprocess.run(["umount", str(point)], check=False)
 
 
 def test_output_on_a_read_only_filesystem_is_a_usage_error(
