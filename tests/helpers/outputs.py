@@ -48,3 +48,13 @@ def leftovers(output: str) -> list[Path]:
     """Temporary files a failed atomic write of `output` left next to it."""
     path = Path(output.rstrip("/"))
     return [p for p in path.parent.glob(f"{path.name}*.tmp") if p.is_file()] if path.parent.is_dir() else []
+
+
+def assert_refused_output(code: int, out: str, err: str, output: str) -> None:
+    """What every command says of an `-o` it cannot write: exit 2, the path, a fix, nothing left."""
+    assert code == 2, err
+    assert "internal error" not in err
+    assert output in err
+    assert "\n  fix: " in err
+    assert not leftovers(output)
+    assert not out

@@ -16,7 +16,7 @@ from envbuild.errors import UsageError
 from envbuild.render.plan import build_plan
 from envbuild.scaleout import bake as scaleout
 from envbuild.spec.model import load_spec
-from tests.helpers.outputs import BAD_OUTPUTS, bad_output, leftovers
+from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.specs import TWO_TARGETS
 
@@ -104,13 +104,7 @@ def test_bake_schema_is_valid_and_strict():
 def test_bake_output_that_is_no_writable_file_is_a_usage_error(capsys, two_targets, tmp_path, kind):
     output = bad_output(tmp_path, kind)
     code = main(["bake", "-f", str(two_targets), "-o", output])
-    out, err = capsys.readouterr()
-    assert code == 2, err
-    assert "internal error" not in err
-    assert output in err
-    assert "\n  fix: " in err
-    assert not leftovers(output)
-    assert not out
+    assert_refused_output(code, *capsys.readouterr(), output)
 
 
 def test_bake_into_a_directory_suggests_a_file_in_it(capsys, two_targets, tmp_path):

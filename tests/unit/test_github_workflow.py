@@ -22,7 +22,7 @@ from envbuild.matrix.model import Matrix
 from envbuild.render.plan import build_plan
 from envbuild.scaleout.github import ACTIONS, workflow_yaml, yaml_block, yaml_scalar
 from envbuild.spec.model import load_spec
-from tests.helpers.outputs import BAD_OUTPUTS, bad_output, leftovers
+from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output
 from tests.helpers.paths import EXAMPLES, GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.workflows import yaml_load
@@ -315,13 +315,7 @@ def test_spec_path_with_a_github_expression_is_refused(matrix, two_targets, path
 def test_ci_github_output_that_is_no_writable_file_is_a_usage_error(capsys, two_targets, tmp_path, kind):
     output = bad_output(tmp_path, kind)
     code = main(["ci", "github", "-f", str(two_targets), "-o", output])
-    out, err = capsys.readouterr()
-    assert code == 2, err
-    assert "internal error" not in err
-    assert output in err
-    assert "\n  fix: " in err
-    assert not leftovers(output)
-    assert not out
+    assert_refused_output(code, *capsys.readouterr(), output)
 
 
 def test_ci_github_into_a_directory_suggests_a_file_in_it(capsys, two_targets, tmp_path):
