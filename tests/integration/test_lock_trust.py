@@ -8,6 +8,7 @@ a lock `envbuild lock` could have written.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,9 +17,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from envbuild._util import toml
 from envbuild.cli.app import main
-from envbuild.spec.lockfile import Lock, LockedPackage, dumps
-from envbuild.spec.lockread import read_lock
+from envbuild.spec.lockfile import Lock, LockedPackage, body_text, dumps
+from envbuild.spec.lockread import lock_from_data, read_lock
+from envbuild.spec.lockseal import content_digest
 from tests.helpers.locking import forge, spec_text, write_key
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64
@@ -216,9 +219,7 @@ def test_check_catches_each_edit_with_the_digest_recomputed(project: Path, edit:
 
 
 _TEXT = st.text(
-    alphabet=st.sampled_from(
-        [*"abcz019.-_+=<>;:/@ $`\\\"'\n\r\t", "\u2028", "\u2029", "\x85", "\u202e"]
-    ),
+    alphabet=st.sampled_from([*"abcz019.-_+=<>;:/@ $`\\\"'\n\r\t", "\u2028", "\u2029", "\x85", "\u202e"]),
     min_size=0,
     max_size=12,
 )
@@ -357,3 +358,56 @@ def test_lock_into_a_read_only_directory_is_a_usage_error(indexes, mounted, caps
     assert main(["lock", "-f", str(project / "envbuild.toml"), "--base-image", BASE]) == 2
     err = capsys.readouterr().err
     assert f"cannot write {project / 'envbuild.lock'} (Read-only file system)" in err and "fix: " in err
+
+
+def _reseal_text(text: str) -> str:
+    """An edited lock's text with the content digest an attacker would recompute for it."""
+    try:
+        lock, _, _ = lock_from_data(toml.loads(text))
+    except (ValueError, toml.TOMLDecodeError):
+        return text  # no digest makes it valid: it stays as edited
+    return re.sub(
+        r'content-digest = "[^"]*"', f'content-digest = "{content_digest(body_text(lock))}"', text, count=1
+    )
+
+
+def test_hypothesis_no_table_or_line_edit_renders_with_the_key(
+    locked_project: Path, tmp_path_factory
+) -> None:
+    """Edits of the file's text, not its model: lines and table headers dropped, doubled, moved."""
+    original = (locked_project / "envbuild.lock").read_text()
+    lines = original.splitlines(True)
+    key = str(locked_project / "lock.key")
+    model = _lock(locked_project)
+
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        st.sampled_from(["drop", "double", "move", "single-table"]),
+        st.integers(0, len(lines) - 1),
+        st.integers(0, len(lines) - 1),
+    )
+    def attack(kind: str, i: int, j: int) -> None:
+        edited = list(lines)
+        if kind == "drop":
+            del edited[i]
+        elif kind == "double":
+            edited.insert(i, lines[i])
+        elif kind == "move":
+            edited.insert(j, edited.pop(i))
+        else:
+            edited = [
+                re.sub(r"^\[\[(.*)\]\]$", r"[\1]", line) if k == i else line for k, line in enumerate(lines)
+            ]
+        text = _reseal_text("".join(edited))
+        try:
+            same = lock_from_data(toml.loads(text))[0] == model
+        except (ValueError, toml.TOMLDecodeError):
+            same = False
+        assume(not same)  # a blank line or a comment moved: the same lock
+        project = tmp_path_factory.mktemp("attack")
+        shutil.copytree(locked_project, project, dirs_exist_ok=True)
+        (project / "envbuild.lock").write_text(text)
+        assert _render(project, "--lock-key-file", key) != 0
+        assert not (project / "out").exists()
+
+    attack()
