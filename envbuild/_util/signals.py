@@ -14,10 +14,7 @@ A signal that was ignored when envbuild started (nohup) stays ignored.
 
 from __future__ import annotations
 
-import contextlib
 import signal
-import threading
-from collections.abc import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -33,31 +30,33 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted by {self.name}")
 
 
-@contextlib.contextmanager
-def signals_interrupt() -> Iterator[None]:
+class signals_interrupt:  # lower case: used as `with signals_interrupt():`, like a function
     """Raise Interrupted on the first SIGINT, SIGTERM or SIGHUP while the block runs; ignore later ones
     until it ends; then put the previous handlers back. Outside the main thread (where Python cannot
-    install handlers) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    fired: list[int] = []
+    install handlers) it does nothing. A class, not contextlib: every command enters it, and
+    `envbuild resolve` counts its milliseconds."""
 
-    def handler(signum: int, frame: object) -> None:
-        if fired:
+    def __init__(self) -> None:
+        self.fired: list[int] = []
+        self.previous: dict[int, object] = {}
+
+    def handler(self, signum: int, frame: object) -> None:
+        if self.fired:
             return  # the first one is being handled: let its cleanup finish
-        fired.append(signum)
+        self.fired.append(signum)
         raise Interrupted(signum)
 
-    previous = {}
-    for signum in SIGNALS:
-        before = signal.getsignal(signum)
-        if before is signal.SIG_IGN:
-            continue
-        previous[signum] = before
-        signal.signal(signum, handler)
-    try:
-        yield
-    finally:
-        for signum, before in previous.items():
-            signal.signal(signum, before)
+    def __enter__(self) -> None:
+        for signum in SIGNALS:
+            before = signal.getsignal(signum)
+            if before is signal.SIG_IGN:
+                continue
+            try:
+                signal.signal(signum, self.handler)
+            except ValueError:  # not the main thread
+                break
+            self.previous[signum] = before
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, before in self.previous.items():
+            signal.signal(signum, before)  # type: ignore[arg-type]

@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-from envbuild._util.redact import redact
 from envbuild._util.signals import signals_interrupt
 from envbuild.cli.commands import HANDLERS
 from envbuild.cli.parser import build_parser
@@ -32,6 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with signals_interrupt():
             return handler(args)
     except EnvbuildError as exc:
+        from envbuild._util.redact import redact  # only on the way out: resolve pays nothing for it
+
         sys.stderr.write(redact(exc.render()) + "\n")
         return exc.exit_code
     except KeyboardInterrupt as exc:  # signals_interrupt's Interrupted: SIGINT, SIGTERM or SIGHUP
@@ -42,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug: still no traceback unless asked for
         if os.environ.get("ENVBUILD_DEBUG"):
             raise
+        from envbuild._util.redact import redact
+
         sys.stderr.write(
             f"error: internal error: {type(exc).__name__}: {redact(str(exc))}\n"
             "  fix: this is a bug in envbuild; rerun with ENVBUILD_DEBUG=1 and report "
