@@ -210,3 +210,15 @@ def test_a_broken_wheel_in_the_wheelhouse_is_a_usage_error(
     assert code == 2, err
     assert str(wheel) in err and "fix: " in err and "internal error" not in err
     assert not (tmp_path / "out" / "default").exists()
+
+
+def test_with_a_lock_key_an_unlocked_spec_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = _spec(tmp_path)
+    monkeypatch.setenv("ENVBUILD_LOCK_KEY", "k" * 32)
+    assert main(["render", "-f", str(spec), "-o", str(tmp_path / "out")]) == 1
+    assert "a lock key is set: builds must be locked" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setenv("ENVBUILD_LOCK_KEY", "")  # an undefined CI secret: no key
+    assert main(["render", "-f", str(spec), "-o", str(tmp_path / "out")]) == 0
