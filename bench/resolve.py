@@ -1,7 +1,8 @@
 """How fast `envbuild resolve` is, as ratios against baselines measured in the same run.
 
 * in-process: resolve() over the whole bundled matrix (every framework, every candidate, with GPUs
-  and --compat minor so every check runs), median of many runs; target < 10 ms.
+  and --compat minor so every check runs), median of many runs; target < 10 ms. The same query
+  under native compat also runs the minor-compat hint's second evaluation; same target.
 * whole process: `envbuild resolve --driver 550 --json` against `python -c "import json"`, both
   started the same way from the same interpreter; target ratio < 3.
 * cold start: the same command with an empty matrix cache (first run after install or an edit).
@@ -62,6 +63,8 @@ def main() -> int:
 
     query = build_query(matrix, driver="550", gpus=["H100", "L4"], compat="minor", limit=1000)
     resolve_ms = median_ms(lambda: resolve(matrix, query), 200)
+    native_query = build_query(matrix, driver="550", gpus=["H100", "L4"], compat="native", limit=1000)
+    native_ms = median_ms(lambda: resolve(matrix, native_query), 200)
     load_ms = median_ms(load_matrix, 50)
 
     exe = Path(sys.executable).with_name("envbuild")
@@ -87,6 +90,11 @@ def main() -> int:
             f"{resolve_ms:.2f} ms",
             f"{candidates} candidates; target < {IN_PROCESS_TARGET_MS:.0f} ms",
         ),
+        (
+            "  same query, native (+ minor-compat hint)",
+            f"{native_ms:.2f} ms",
+            f"target < {IN_PROCESS_TARGET_MS:.0f} ms",
+        ),
         ("load_matrix() from cache", f"{load_ms:.2f} ms", "digest + JSON + model"),
         ("python -c 'import json' (baseline)", f"{baseline:.1f} ms", ""),
         (
@@ -103,7 +111,7 @@ def main() -> int:
     width = max(len(r[0]) for r in rows)
     for name, value, note in rows:
         print(f"{name.ljust(width)}  {value:>10}  {note}")
-    ok = resolve_ms < IN_PROCESS_TARGET_MS and ratio < RATIO_TARGET
+    ok = max(resolve_ms, native_ms) < IN_PROCESS_TARGET_MS and ratio < RATIO_TARGET
     print("targets met" if ok else "TARGET MISSED")
     return 0 if ok else 1
 

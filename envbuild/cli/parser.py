@@ -111,7 +111,7 @@ def _resolve(parser: argparse.ArgumentParser) -> None:
         metavar="NAME[SPEC]",
         default=[],
         help="torch, tensorflow or jax, with an optional PEP 440 specifier, "
-        "e.g. 'torch==2.5.*' (repeatable; default: best of each)",
+        "e.g. 'torch==2.5.*' (repeatable; repeats of one framework are OR'ed; default: best of each)",
     )
     parser.add_argument("--python", metavar="X.Y", help="Python version the stack must support")
     parser.add_argument("--cuda", metavar="SPEC", help="CUDA runtime constraint: 12.4, '>=12.1'")

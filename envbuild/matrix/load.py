@@ -313,7 +313,6 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
             for v in row["variant"]
         )
         python = tuple(sorted(parse_minor(p) for p in row["python"]))
-        prov = _prov(rel, f"[[release]] {first}", row)
         for version in row["versions"]:
             releases.append(
                 Release(
@@ -322,7 +321,9 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
                     python=python,
                     pypi_variant=row.get("pypi_variant"),
                     variants=variants,
-                    prov=prov,
+                    # named for this release, not the row's first version: a caveat on a 2.7.1 stack
+                    # must say 2.7.1 (the variants stay shared; the solver names them per release)
+                    prov=_prov(rel, f"[[release]] {version}", row),
                 )
             )
     releases.sort(key=lambda r: r.key, reverse=True)

@@ -30,10 +30,24 @@ _FRAMEWORK_RE = re.compile(r"^\s*([A-Za-z][A-Za-z0-9_.-]*)\s*(.*?)\s*$")
 
 
 class FrameworkFilter(Record):
-    __slots__ = ("framework", "specifier", "text")
+    """The releases of one framework the user asked for: any release matching any of the specifiers.
+
+    Repeated `--framework` flags for one framework are alternatives (`'torch==2.5.*'` and
+    `'torch==2.6.*'` asks for either), so they are kept side by side, never intersected; one flag's
+    own comma list (`'torch>=2.4,<2.6'`) is PEP 440's AND, as pip reads it."""
+
+    __slots__ = ("framework", "specifiers", "text")
     framework: Framework
-    specifier: SpecifierSet | None
+    specifiers: tuple[SpecifierSet, ...]  # empty: every release
     text: str  # as the user wrote it, for messages
+
+    def allows(self, version: str) -> bool:
+        return not self.specifiers or any(s.contains(version, prereleases=True) for s in self.specifiers)
+
+    def describe(self) -> str:
+        """`'torch==2.5.*' or 'torch==2.6.*'`: the filter as --framework values, for a rejection."""
+        name = self.framework.name
+        return " or ".join(f"'{name}{spec}'" for spec in self.specifiers) or f"'{name}'"
 
 
 class Query(Record):
@@ -92,7 +106,7 @@ def parse_framework(text: str, matrix: Matrix) -> FrameworkFilter:
             f"--framework {text!r}: unknown framework {name!r}", fix=f"{hint}known frameworks: {names}"
         )
     if not rest:
-        return FrameworkFilter(framework=framework, specifier=None, text=text)
+        return FrameworkFilter(framework=framework, specifiers=(), text=text)
     if rest[0].isdigit():
         raise UsageError(
             f"--framework {text!r}: a bare version is ambiguous",
@@ -101,7 +115,7 @@ def parse_framework(text: str, matrix: Matrix) -> FrameworkFilter:
         )
     return FrameworkFilter(
         framework=framework,
-        specifier=_specifier_set(rest, flag="--framework", example="'torch==2.5.*' or 'torch>=2.4,<2.6'"),
+        specifiers=(_specifier_set(rest, flag="--framework", example="'torch==2.5.*' or 'torch>=2.4,<2.6'"),),
         text=text,
     )
 
@@ -142,7 +156,9 @@ def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) ->
 
 
 def _merge_frameworks(filters: list[FrameworkFilter]) -> tuple[FrameworkFilter, ...]:
-    """`--framework torch --framework 'torch<2.6'` means both constraints: one filter per framework."""
+    """One filter per framework; repeated flags are OR'ed: `--framework 'torch==2.5.*' --framework
+    'torch==2.6.*'` allows either series, and a bare `--framework torch` among them allows every
+    release (an AND of two series would match nothing, which no one means)."""
     merged: dict[str, FrameworkFilter] = {}
     for item in filters:
         name = item.framework.name
@@ -150,14 +166,24 @@ def _merge_frameworks(filters: list[FrameworkFilter]) -> tuple[FrameworkFilter, 
             merged[name] = item
             continue
         previous = merged[name]
-        if previous.specifier is None or item.specifier is None:
-            specifier = previous.specifier or item.specifier
-        else:
-            specifier = previous.specifier & item.specifier
+        any_release = not previous.specifiers or not item.specifiers
         merged[name] = FrameworkFilter(
-            framework=item.framework, specifier=specifier, text=f"{previous.text}, {item.text}"
+            framework=item.framework,
+            specifiers=() if any_release else previous.specifiers + item.specifiers,
+            text=f"{previous.text}, {item.text}",
         )
     return tuple(merged.values())
+
+
+def _refuse_blank(flag: str, values: list[str] | tuple[str, ...], accepted: str) -> None:
+    """An empty or blank value (`--cuda ''`, often an unset shell variable) is a mistake, not "no
+    filter": refuse it rather than silently resolving without the constraint the user meant."""
+    for value in values:
+        if not value.strip():
+            raise UsageError(
+                f"{flag} {value!r} is empty",
+                fix=f"give {accepted}, or leave {flag} out for no constraint",
+            )
 
 
 def build_query(
@@ -181,6 +207,17 @@ def build_query(
             f"(known: R{known[0]}..R{known[-1]})",
             fix="give the full version nvidia-smi prints (e.g. 550.54.15), or a known branch",
         )
+    _refuse_blank(
+        "--gpu", gpus or (), "a GPU name (e.g. H100, 'RTX 4090', L4) or its compute capability (8.9)"
+    )
+    names = ", ".join(fw.name for fw in matrix.frameworks)
+    _refuse_blank("--framework", frameworks or (), f"a framework ({names}), optionally as 'torch==2.5.*'")
+    for flag, value, accepted in (
+        ("--python", python, "a Python X.Y version, e.g. 3.11"),
+        ("--cuda", cuda, "a CUDA version or PEP 440 specifier: 12.4, 12, '>=12.1' or '>=12,<13'"),
+        ("--os", os, f"one of {', '.join(matrix.oses)}"),
+    ):
+        _refuse_blank(flag, (value,) if value is not None else (), accepted)
     index = gpu_index(matrix)
     parsed_gpus = tuple(parse_gpu(g, matrix, index) for g in gpus or ())
     parsed_frameworks = _merge_frameworks([parse_framework(f, matrix) for f in frameworks or ()])

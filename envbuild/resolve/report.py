@@ -8,12 +8,15 @@ from envbuild._util.record import TYPE_CHECKING
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.versions import Driver, format_driver, format_minor
 from envbuild.resolve.solver import (
+    COMPAT_CAVEAT,
     FAILURE_ORDER,
+    MINOR_COMPAT_COST,
     Rejection,
     Resolution,
     Stack,
     candidate_label,
     native_cuda_of,
+    native_cuda_without_floor,
 )
 
 if TYPE_CHECKING:
@@ -66,11 +69,45 @@ def closest_json(rejection: Rejection) -> dict[str, Any]:
     return data
 
 
+def minor_compat_json(resolution: Resolution) -> dict[str, Any]:
+    """Per framework, what --compat minor would give instead of the native answer, and its cost."""
+    native = {}
+    for stack in resolution.stacks:
+        native.setdefault(stack.framework.name, stack)
+    document = {}
+    for name, stack in resolution.with_minor_compat.items():
+        instead = native[name]
+        document[name] = {
+            "candidate": _label(stack),
+            "framework_version": stack.release.version,
+            "variant": stack.variant.name,
+            "cuda": format_minor(stack.cuda),
+            "min_driver": format_driver(stack.min_driver),
+            "instead_of": _label(instead),
+            "caveat": COMPAT_CAVEAT.format(cuda=format_minor(stack.cuda), driver=resolution.query.driver),
+        }
+    return document
+
+
+def _label(stack: Stack) -> str:
+    return candidate_label(stack.framework, stack.release, stack.variant)
+
+
+def _native_claim(matrix: Matrix, driver: Driver) -> tuple[tuple[int, int] | None, list[tuple[int, int]]]:
+    """(the newest CUDA the driver runs natively, the part of that without a known minimum driver).
+
+    The first is the branch row's CUDA where drivers.toml backs it (R620: 13.5), so the header agrees
+    with the branch row; the second says which of those releases no stack is resolved against."""
+    unfloored = native_cuda_without_floor(matrix, driver)
+    return (unfloored[-1] if unfloored else native_cuda_of(matrix, driver)), unfloored
+
+
 def to_json(resolution: Resolution, matrix: Matrix) -> str:
-    native = native_cuda_of(matrix, resolution.query.driver)
+    native, unfloored = _native_claim(matrix, resolution.query.driver)
     document = {
         "driver": str(resolution.query.driver),
         "native_cuda": format_minor(native) if native else None,
+        "native_cuda_without_floor": [format_minor(m) for m in unfloored],
         "compat": resolution.query.compat,
         "branch": _branch_json(matrix, resolution.query.driver.branch),
         "matrix_digest": matrix.digest,
@@ -78,6 +115,7 @@ def to_json(resolution: Resolution, matrix: Matrix) -> str:
         "rejected": [rejection_json(r) for r in resolution.rejected],
         "problems": list(resolution.problems),
         "closest": [closest_json(r) for r in resolution.closest],
+        "with_minor_compat": minor_compat_json(resolution),
     }
     return json.dumps(document, indent=2)
 
@@ -119,9 +157,15 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) -> str:
     query = resolution.query
-    native = native_cuda_of(matrix, query.driver)
+    native, unfloored = _native_claim(matrix, query.driver)
     lines = []
     runs = f"runs CUDA <= {format_minor(native)} natively" if native else "runs no CUDA 11+"
+    judged = native_cuda_of(matrix, query.driver)
+    if unfloored and judged:
+        runs += (
+            f"; stacks are resolved for CUDA <= {format_minor(judged)}, the newest with a confirmed "
+            f"minimum driver (none recorded for {', '.join(format_minor(m) for m in unfloored)})"
+        )
     header = f"driver {query.driver}{_branch_note(matrix, query.driver)} {runs}"
     if query.compat == "minor":
         majors = sorted(m for m, row in matrix.minor_compat.items() if query.driver.at_least(row.min_driver))
@@ -162,11 +206,24 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
         lines.append("Install:")
         for i, stack in enumerate(resolution.stacks, 1):
             lines.append(f"  {i}. {install_hint(stack)}")
-        caveats = [(i, c) for i, s in enumerate(resolution.stacks, 1) for c in s.caveats]
-        if caveats:
+        native_best = {}
+        for stack in resolution.stacks:
+            native_best.setdefault(stack.framework.name, stack)
+        if resolution.with_minor_compat:
+            lines.append("")
+        for name, newer in resolution.with_minor_compat.items():
+            lines.append(
+                f"With --compat minor: {_label(newer)} (CUDA {format_minor(newer.cuda)}) instead of "
+                f"{_label(native_best[name])}; {MINOR_COMPAT_COST}"
+            )
+        if any(s.caveats for s in resolution.stacks):
+            # numbered by the stack they belong to (the table's #), each stack's listed under it
             lines.append("")
             lines.append("Caveats:")
-            lines += [f"  {i}. {c}" for i, c in caveats]
+            for i, stack in enumerate(resolution.stacks, 1):
+                if stack.caveats:
+                    lines.append(f"  {i}. {_label(stack)}:")
+                    lines += [f"     - {c}" for c in stack.caveats]
     elif not resolution.problems:
         lines.append("No compatible stack.")
 

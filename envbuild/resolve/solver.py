@@ -11,6 +11,10 @@ relied on by the tests):
   from open-ranged nvidia-* wheels (JAX, TensorFlow >= 2.20) run the newest X.Y of that major the
   driver runs natively; under --compat minor, when none runs natively, the lowest X.Y they accept.
 * Ranking: newest framework release, then newest CUDA, then newest Python.
+* Repeated --framework filters for one framework are OR'ed (query.FrameworkFilter).
+* With the native default, each framework returned also gets the best stack the same query finds
+  under --compat minor when that is a newer release (Resolution.with_minor_compat): the stricter
+  default stays, but the trade-off is shown.
 """
 
 from __future__ import annotations
@@ -18,14 +22,15 @@ from __future__ import annotations
 from envbuild._util.record import Record
 from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance, Release, Variant
 from envbuild.matrix.versions import format_cc, format_driver, format_minor, sm_name
-from envbuild.resolve.query import Query
+from envbuild.resolve.query import FrameworkFilter, Query
 
 # The order in which a rejected candidate's failures are reported: the first one is its reason.
 FAILURE_ORDER = ("framework", "python", "cuda", "strategy", "driver", "gpu")
 
-COMPAT_CAVEAT = (
-    "runs CUDA {cuda} on driver {driver} through minor-version compatibility: PTX JIT of newer "
-    "code fails and CUDA APIs newer than the driver are unavailable"
+# What minor-version compatibility costs (CUDA compatibility guide, "Minor Version Compatibility").
+MINOR_COMPAT_COST = "PTX JIT of newer code fails and CUDA APIs newer than the driver are unavailable"
+COMPAT_CAVEAT = "runs CUDA {cuda} on driver {driver} through minor-version compatibility: " + (
+    MINOR_COMPAT_COST
 )
 
 
@@ -65,13 +70,16 @@ class Rejection(Record):
 
 
 class Resolution(Record):
-    __slots__ = ("query", "stacks", "more", "rejected", "problems", "closest")
+    __slots__ = ("query", "stacks", "more", "rejected", "problems", "closest", "with_minor_compat")
     query: Query
     stacks: tuple[Stack, ...]  # best first, at most query.limit per framework
     more: dict[str, int]  # framework name -> compatible stacks beyond the limit
     rejected: tuple[Rejection, ...]
     problems: tuple[str, ...]  # host-level blockers (a GPU the driver cannot drive)
     closest: tuple[Rejection, ...]  # when nothing resolves: the candidates that missed least
+    # framework name -> the best stack under --compat minor, where that is a newer release than the
+    # framework's best native stack (native queries only)
+    with_minor_compat: dict[str, Stack]
 
 
 def candidate_label(framework: Framework, release: Release, variant: Variant) -> str:
@@ -88,6 +96,29 @@ def native_cuda_of(matrix: Matrix, query_driver) -> tuple[int, int] | None:
         if row.min_driver and query_driver.at_least(row.min_driver):
             best = max(best, minor) if best else minor
     return best
+
+
+def native_cuda_without_floor(matrix: Matrix, query_driver) -> list[tuple[int, int]]:
+    """CUDA X.Y above `native_cuda_of` that the driver's branch row says it runs natively, but for
+    which drivers.toml records no GA minimum driver (R620: 13.4 and 13.5).
+
+    NVIDIA's branch table backs "R620 runs CUDA 13.5"; nothing backs a minimum driver, so no build is
+    resolved against those releases (a full driver version could be older than the unknown floor).
+    The report names them, so its header agrees with the branch row and with what the solver does.
+    A known floor above the driver ends the list: that release, and any above it, it does not run.
+    """
+    row = matrix.branches.get(query_driver.branch)
+    if row is None:
+        return []
+    native = native_cuda_of(matrix, query_driver)
+    found = []
+    for minor in sorted(matrix.ga_floor):
+        if native is not None and minor <= native:
+            continue
+        if minor > row.native_cuda or matrix.ga_floor[minor].min_driver is not None:
+            break
+        found.append(minor)
+    return found
 
 
 def _caveat(prov: Provenance) -> str | None:
@@ -126,14 +157,16 @@ class _Resolver:
 
         return Version(format_minor(cuda)) in spec
 
-    def evaluate(self, fw: Framework, spec, release: Release, variant: Variant) -> Stack | Rejection:
+    def evaluate(
+        self, fw: Framework, wanted_releases: FrameworkFilter | None, release: Release, variant: Variant
+    ) -> Stack | Rejection:
         failures: list[Failure] = []
         query = self.query
-        if spec is not None and not spec.contains(release.version, prereleases=True):
+        if wanted_releases is not None and not wanted_releases.allows(release.version):
             failures.append(
                 Failure(
                     kind="framework",
-                    text=f"excluded by --framework '{fw.name}{spec}'",
+                    text=f"excluded by --framework {wanted_releases.describe()}",
                     relax=f"--framework {fw.name}",
                 )
             )
@@ -254,11 +287,11 @@ class _Resolver:
         if mode == "native":
             floor_row = self.matrix.ga_floor[cuda]
             min_driver = floor_row.min_driver
-            provs = [release.prov, variant.prov, floor_row.prov]
+            provs = [release.prov, _variant_prov(release, variant), floor_row.prov]
         else:
             compat = self.matrix.minor_compat[cuda[0]]
             min_driver = compat.min_driver
-            provs = [release.prov, variant.prov, compat.prov]
+            provs = [release.prov, _variant_prov(release, variant), compat.prov]
             caveats.append(COMPAT_CAVEAT.format(cuda=format_minor(cuda), driver=self.driver_text))
         for gpu in self.query.gpus:
             provs.append(gpu.prov)
@@ -297,6 +330,20 @@ class _Resolver:
         return found
 
 
+def _variant_prov(release: Release, variant: Variant) -> Provenance:
+    """The variant's provenance named for this release: a [[release]] row lists several versions
+    and shares one Variant among them, whose `where` names the row (by its first version, for
+    `matrix check`); a stack's caveat must name the stack's own release."""
+    if not variant.prov.confidence:
+        return variant.prov  # no caveat comes of it: skip the copy
+    return Provenance(
+        where=f"{release.prov.where} variant {variant.name}",
+        source=variant.prov.source,
+        confidence=variant.prov.confidence,
+        note=variant.prov.note,
+    )
+
+
 def _gpu_label(gpu: Gpu) -> str:
     cc = f"{sm_name(gpu.cc)}, compute capability {format_cc(gpu.cc)}"
     return gpu.name if gpu.name == sm_name(gpu.cc) else f"{gpu.name} ({cc})"
@@ -305,17 +352,17 @@ def _gpu_label(gpu: Gpu) -> str:
 def resolve(matrix: Matrix, query: Query) -> Resolution:
     resolver = _Resolver(matrix, query)
     if query.frameworks:
-        targets = [(f.framework, f.specifier) for f in query.frameworks]
+        targets = [(f.framework, f) for f in query.frameworks]
     else:
         targets = [(fw, None) for fw in matrix.frameworks]
     stacks: list[Stack] = []
     more: dict[str, int] = {}
     rejected: list[Rejection] = []
-    for framework, spec in targets:
+    for framework, wanted in targets:
         found: list[Stack] = []
         for release in framework.releases:
             for variant in release.variants:
-                outcome = resolver.evaluate(framework, spec, release, variant)
+                outcome = resolver.evaluate(framework, wanted, release, variant)
                 if isinstance(outcome, Stack):
                     found.append(outcome)
                 else:
@@ -340,7 +387,45 @@ def resolve(matrix: Matrix, query: Query) -> Resolution:
         rejected=tuple(rejected),
         problems=tuple(problems),
         closest=closest,
+        with_minor_compat=_newer_with_minor_compat(matrix, query, targets, stacks),
     )
+
+
+def _newer_with_minor_compat(
+    matrix: Matrix,
+    query: Query,
+    targets: list[tuple[Framework, FrameworkFilter | None]],
+    stacks: list[Stack],
+) -> dict[str, Stack]:
+    """Per framework returned, the best stack the same query gets under --compat minor, when that
+    is a newer release than the native answer (R550: torch 2.14.1+cu126 rather than 2.7.1+cu118).
+
+    Only releases newer than the native best are evaluated, newest first, and the first release with
+    a stack ends the search (ranking puts the newest release first), so this stays a small share of
+    a resolve."""
+    if query.compat != "native" or not stacks:
+        return {}
+    best = {}
+    for stack in stacks:  # best first within each framework
+        best.setdefault(stack.framework.name, stack)
+    resolver = _Resolver(matrix, query.replace(compat="minor"))  # type: ignore[arg-type]
+    hints: dict[str, Stack] = {}
+    for framework, wanted in targets:
+        native = best.get(framework.name)
+        if native is None:
+            continue
+        for release in framework.releases:  # newest first
+            if release.key <= native.release.key:
+                break
+            found = [
+                outcome
+                for variant in release.variants
+                if isinstance(outcome := resolver.evaluate(framework, wanted, release, variant), Stack)
+            ]
+            if found:
+                hints[framework.name] = max(found, key=lambda s: s.rank)
+                break
+    return hints
 
 
 def _best_per_relaxation(misses: list[Rejection], limit: int = 5) -> list[Rejection]:

@@ -77,7 +77,7 @@ def covered(variant: Variant, cc: tuple[int, int], native: bool) -> bool:
 
 def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -> bool:
     """Does some CUDA choice of this candidate meet every constraint?"""
-    if spec is not None and release.version not in spec:
+    if spec and not any(release.version in one for one in spec):  # repeated filters are OR'ed
         return False
     if q.python is not None and q.python not in release.python:
         return False
@@ -118,8 +118,8 @@ def test_stacks_and_rejections_agree_with_the_rules(data: st.DataObject) -> None
         os=data.draw(st.sampled_from([None, "ubuntu22.04", "ubuntu24.04", "debian12"]), label="os"),
     )
     result = resolve(matrix, query)
-    targets = [(f.framework, f.specifier) for f in query.frameworks] or [
-        (fw, None) for fw in matrix.frameworks
+    targets = [(f.framework, f.specifiers) for f in query.frameworks] or [
+        (fw, ()) for fw in matrix.frameworks
     ]
     spec_of = {fw.name: spec for fw, spec in targets}
 
@@ -152,3 +152,21 @@ def test_stacks_and_rejections_agree_with_the_rules(data: st.DataObject) -> None
             assert len(mine) == min(query.limit, len(accepted))
         else:
             assert mine == []
+
+    # the minor-compat hint: only on native queries, only a newer release than the native answer,
+    # and exactly the newest release the oracle accepts under --compat minor
+    minor_query = query.replace(compat="minor")
+    for framework, spec in targets:
+        mine = [s for s in result.stacks if s.framework.name == framework.name]
+        hint = result.with_minor_compat.get(framework.name)
+        newer_under_minor = [
+            r.key
+            for r in framework.releases
+            for v in r.variants
+            if mine and r.key > mine[0].release.key and oracle(matrix, minor_query, spec, r, v)
+        ]
+        if query.compat == "minor" or not newer_under_minor:
+            assert hint is None, framework.name
+        else:
+            assert hint is not None and hint.mode == "minor", framework.name
+            assert hint.release.key == max(newer_under_minor)

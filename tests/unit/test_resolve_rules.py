@@ -191,10 +191,15 @@ def test_matrix_path_is_used(tmp_path: Path) -> None:
     assert [fw.name for fw in load_matrix(root).frameworks] == ["fw", "ranged"]
 
 
-def test_repeated_framework_flags_combine(mini: Matrix) -> None:
-    query = build_query(mini, driver="580", frameworks=["fw", "fw<2", "framework>=1.0.1"])
+def test_repeated_framework_flags_are_ored(mini: Matrix) -> None:
+    query = build_query(mini, driver="580", frameworks=["fw<1.0.1", "framework==2.0.0"])
     assert len(query.frameworks) == 1
-    assert labels(resolve(mini, query)) == ["fw 1.0.1 [cu124]", "fw 1.0.1 [cu118]"]
+    assert labels(resolve(mini, query)) == [
+        "fw 2.0.0 [cu130]",
+        "fw 2.0.0 [cu126]",
+        "fw 1.0.0 [cu124]",
+        "fw 1.0.0 [cu118]",
+    ]
 
 
 def test_strategy_filters(mini: Matrix) -> None:
