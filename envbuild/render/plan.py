@@ -17,6 +17,7 @@ from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
+from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.query import build_query
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
@@ -30,16 +31,6 @@ MICROMAMBA_UID = 57439  # mambauser in mambaorg/micromamba images (MAMBA_USER_ID
 CONDA_CHANNEL = "conda-forge"
 VENV = "/opt/venv"
 USER_UID = 10001  # above the 1000 that ubuntu:24.04's own "ubuntu" user already holds
-# nvidia-* wheels whose version follows the CUDA X.Y they ship (12.4.127 is CUDA 12.4): for builds
-# that take any CUDA of a major, pinning these keeps the runtime at the minor the driver runs.
-CUDA_VERSIONED_WHEELS = (
-    "nvidia-cuda-runtime",
-    "nvidia-cuda-nvrtc",
-    "nvidia-cuda-cupti",
-    "nvidia-cuda-nvcc",
-    "nvidia-nvjitlink",
-    "nvidia-cublas",
-)
 
 
 class Plan(Record):
@@ -177,18 +168,6 @@ def _without_extras(requirement: str) -> str:
     return re.sub(r"\[[^\]]*\]", "", requirement)
 
 
-def _cuda_constraints(stack: Stack, strategy: str) -> tuple[str, ...]:
-    """Pin the CUDA-versioned nvidia-* wheels of open-ranged builds to the resolved X.Y.
-
-    Only the wheels strategy installs them: base-image uses the image's CUDA, conda its own packages.
-    """
-    if stack.variant.cuda is not None or strategy != "wheels":
-        return ()
-    major, minor = stack.cuda
-    suffix = f"-cu{major}" if major <= 12 else ""
-    return tuple(f"{name}{suffix}=={major}.{minor}.*" for name in CUDA_VERSIONED_WHEELS)
-
-
 def build_plan(
     matrix: Matrix,
     spec: Spec,
@@ -278,7 +257,7 @@ def build_plan(
         raise UsageError(f"{spec.path}: [image] tags: {exc}", fix="change the tag template") from None
 
     image_labels = _image_labels(spec, target, stack, strategy, image, python)
-    document = stack_json(stack)
+    document = stack_json(stack, strategy)
     document.update(
         {
             "target": target.name,
@@ -304,7 +283,7 @@ def build_plan(
         framework_requirements=requirements,
         framework_index=index,
         framework_find_links=find_links,
-        constraints=(*(_without_extras(r) for r in requirements), *_cuda_constraints(stack, strategy)),
+        constraints=(*(_without_extras(r) for r in requirements), *stack_pins(stack, strategy)),
         conda_framework=conda_framework,
         pip=spec.packages.pip,
         apt=spec.packages.apt,

@@ -7,6 +7,7 @@ import json
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.versions import Driver, format_driver, format_minor
+from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.solver import (
     COMPAT_CAVEAT,
     FAILURE_ORDER,
@@ -33,7 +34,8 @@ GROUP_TITLES = {
 SHOWN_PER_GROUP = 6
 
 
-def stack_json(stack: Stack) -> dict[str, Any]:
+def stack_json(stack: Stack, strategy: str | None = None) -> dict[str, Any]:
+    """strategy: the install the pins are for (None: resolve's wheels install line)."""
     variant = stack.variant
     return {
         "framework": stack.framework.name,
@@ -41,10 +43,13 @@ def stack_json(stack: Stack) -> dict[str, Any]:
         "variant": variant.name,
         "cuda": format_minor(stack.cuda),
         "cudnn": variant.cudnn,
+        "cudnn_pin": format_minor(stack.cudnn_pin) if stack.cudnn_pin else None,
         "nccl": variant.nccl,
         "python": format_minor(stack.python),
         "min_driver": format_driver(stack.min_driver),
         "index_url": variant.index_url,
+        "pins": list(stack_pins(stack, strategy)),
+        "install": install_hint(stack, strategy),
         "compat": stack.mode,
         "cuda_from": variant.cuda_from,
         "extra": variant.extra,
@@ -111,7 +116,7 @@ def to_json(resolution: Resolution, matrix: Matrix) -> str:
         "compat": resolution.query.compat,
         "branch": _branch_json(matrix, resolution.query.driver.branch),
         "matrix_digest": matrix.digest,
-        "stacks": [stack_json(s) for s in resolution.stacks],
+        "stacks": [stack_json(s, resolution.query.strategy) for s in resolution.stacks],
         "rejected": [rejection_json(r) for r in resolution.rejected],
         "problems": list(resolution.problems),
         "closest": [closest_json(r) for r in resolution.closest],
@@ -133,7 +138,8 @@ def _branch_json(matrix: Matrix, branch: int) -> dict[str, Any] | None:
     }
 
 
-def install_hint(stack: Stack) -> str:
+def install_hint(stack: Stack, strategy: str | None = None) -> str:
+    """The pip command for the stack, with the same nvidia-* pins render writes to constraints.txt."""
     variant = stack.variant
     name = stack.framework.package
     requirement = (
@@ -141,11 +147,12 @@ def install_hint(stack: Stack) -> str:
         if variant.extra
         else (f"{name}=={stack.release.version}")
     )
+    requirements = " ".join(f"'{r}'" for r in (requirement, *stack_pins(stack, strategy)))
     if variant.index_url.startswith("https://pypi.org/"):
-        return f"pip install '{requirement}'"
+        return f"pip install {requirements}"
     if "storage.googleapis.com" in variant.index_url:
-        return f"pip install '{requirement}' -f {variant.index_url}"
-    return f"pip install '{requirement}' --index-url {variant.index_url}"
+        return f"pip install {requirements} -f {variant.index_url}"
+    return f"pip install {requirements} --index-url {variant.index_url}"
 
 
 def _table(rows: list[list[str]]) -> list[str]:
@@ -189,7 +196,7 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
                     f"{stack.framework.name} {stack.release.version}",
                     stack.variant.name,
                     format_minor(stack.cuda),
-                    stack.variant.cudnn or "-",
+                    f"{format_minor(stack.cudnn_pin)}.*" if stack.cudnn_pin else stack.variant.cudnn or "-",
                     stack.variant.nccl or "-",
                     format_minor(stack.python),
                     format_driver(stack.min_driver),
@@ -205,7 +212,7 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
         lines.append("")
         lines.append("Install:")
         for i, stack in enumerate(resolution.stacks, 1):
-            lines.append(f"  {i}. {install_hint(stack)}")
+            lines.append(f"  {i}. {install_hint(stack, query.strategy)}")
         native_best = {}
         for stack in resolution.stacks:
             native_best.setdefault(stack.framework.name, stack)

@@ -10,6 +10,9 @@ relied on by the tests):
 * A candidate is one (framework release, CUDA variant). Variants that take any CUDA X.Y >= a minimum
   from open-ranged nvidia-* wheels (JAX, TensorFlow >= 2.20) run the newest X.Y of that major the
   driver runs natively; under --compat minor, when none runs natively, the lowest X.Y they accept.
+* cuDNN hardware floors: see envbuild.resolve.cudnn. A stack whose open cuDNN range would install a
+  release without kernels for a queried GPU carries a pin to the newest release in the range that has
+  them (Stack.cudnn_pin); with none, or with a fixed cuDNN below the GPU, the candidate is rejected.
 * Ranking: newest framework release, then newest CUDA, then newest Python.
 * Repeated --framework filters for one framework are OR'ed (query.FrameworkFilter).
 * With the native default, each framework returned also gets the best stack the same query finds
@@ -22,6 +25,7 @@ from __future__ import annotations
 from envbuild._util.record import Record
 from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance, Release, Variant
 from envbuild.matrix.versions import format_cc, format_driver, format_minor, sm_name
+from envbuild.resolve.cudnn import CudnnOutcome, judge
 from envbuild.resolve.query import FrameworkFilter, Query
 
 # The order in which a rejected candidate's failures are reported: the first one is its reason.
@@ -42,7 +46,17 @@ class Failure(Record):
 
 
 class Stack(Record):
-    __slots__ = ("framework", "release", "variant", "cuda", "python", "min_driver", "mode", "caveats")
+    __slots__ = (
+        "framework",
+        "release",
+        "variant",
+        "cuda",
+        "python",
+        "min_driver",
+        "mode",
+        "caveats",
+        "cudnn_pin",
+    )
     framework: Framework
     release: Release
     variant: Variant
@@ -51,6 +65,7 @@ class Stack(Record):
     min_driver: tuple[int, ...]
     mode: str  # "native" | "minor"
     caveats: tuple[str, ...]
+    cudnn_pin: tuple[int, int] | None  # cuDNN X.Y the install is pinned to (envbuild.resolve.pins)
 
     @property
     def rank(self) -> tuple:
@@ -220,10 +235,15 @@ class _Resolver:
         gpu_failure = self._gpu_failure(variant, allow_ptx=mode == "native")
         if gpu_failure:
             failures.append(gpu_failure)
+        cudnn = None
+        if chosen is not None and not gpu_failure:
+            cudnn = judge(self.matrix, variant, chosen, query.gpus, strategy=query.strategy, os_name=query.os)
+            if cudnn is not None and cudnn.short is not None:
+                failures.append(_cudnn_failure(variant, cudnn))
         if failures or chosen is None:
             failures.sort(key=lambda f: FAILURE_ORDER.index(f.kind))
             return Rejection(framework=fw, release=release, variant=variant, failures=tuple(failures))
-        return self._stack(fw, release, variant, chosen, python, mode)
+        return self._stack(fw, release, variant, chosen, python, mode, cudnn)
 
     def _strategy_filter(
         self, variant: Variant, considered: list[tuple[int, int]]
@@ -282,6 +302,7 @@ class _Resolver:
         cuda: tuple[int, int],
         python: tuple[int, int],
         mode: str,
+        cudnn: CudnnOutcome | None,
     ) -> Stack:
         caveats: list[str] = []
         if mode == "native":
@@ -300,6 +321,16 @@ class _Resolver:
                     f"{_gpu_label(gpu)} runs this build through PTX JIT only: the first "
                     f"launch of each kernel compiles it, and the JIT cache needs room"
                 )
+        pin = cudnn.version if cudnn is not None and cudnn.pinned else None
+        if cudnn is not None and pin is not None:
+            assert cudnn.newest is not None
+            gpu = min(self.query.gpus, key=lambda g: g.cc)
+            caveats.append(
+                f"cuDNN pinned to {format_minor(pin)}.* (nvidia-cudnn-cu{cuda[0]}=={format_minor(pin)}.*): "
+                f"the build takes cuDNN {variant.cudnn}, whose newest release {format_minor(cudnn.newest)} "
+                f"ships no kernels for {gpu.name} ({sm_name(gpu.cc)})"
+            )
+            provs += [row.prov for row in cudnn.rows]
         seen: set[str] = set()
         for prov in provs:
             text = _caveat(prov)
@@ -316,6 +347,7 @@ class _Resolver:
             min_driver=min_driver,
             mode=mode,
             caveats=tuple(caveats),
+            cudnn_pin=pin,
         )
 
     def problems(self) -> list[str]:
@@ -342,6 +374,21 @@ def _variant_prov(release: Release, variant: Variant) -> Provenance:
         confidence=variant.prov.confidence,
         note=variant.prov.note,
     )
+
+
+def _cudnn_failure(variant: Variant, cudnn: CudnnOutcome) -> Failure:
+    """ "cuDNN 9.1 ships no kernels for Tesla K80 (sm_37, needs compute capability >= 5.0)"."""
+    assert cudnn.short is not None
+    gpu, floor = cudnn.short
+    shown = cudnn.newest or cudnn.version
+    which = f"cuDNN {format_minor(shown)}" if shown else f"cuDNN {variant.cudnn}"
+    text = (
+        f"{which} ships no kernels for {gpu.name} ({sm_name(gpu.cc)}, needs compute capability "
+        f">= {format_cc(floor)})"
+    )
+    if cudnn.version is None and shown and variant.cudnn and not variant.cudnn[:1].isdigit():
+        text += f", nor does any older release the build accepts ({variant.cudnn})"
+    return Failure(kind="gpu", text=text, relax=f"dropping --gpu {gpu.name}")
 
 
 def _gpu_label(gpu: Gpu) -> str:

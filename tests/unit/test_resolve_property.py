@@ -10,6 +10,7 @@ from functools import cache
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.specifiers import SpecifierSet
 
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix, Release, Variant
@@ -75,6 +76,38 @@ def covered(variant: Variant, cc: tuple[int, int], native: bool) -> bool:
     return sass or (native and any(p <= cc for p in variant.arch.ptx))
 
 
+def cudnn_floor(matrix: Matrix, version: tuple[int, int]) -> tuple[int, int]:
+    """README: a release between two [[cudnn]] rows has the higher of their floors."""
+    rows = sorted((r.version, r.min_cc) for r in matrix.cudnn if r.min_cc)
+    exact = [cc for v, cc in rows if v == version]
+    if exact:
+        return exact[0]
+    near = [cc for v, cc in rows if v < version][-1:] + [cc for v, cc in rows if v > version][:1]
+    return max(near)
+
+
+def cudnn_fits(matrix: Matrix, q: Query, variant: Variant, cuda: tuple[int, int]) -> bool:
+    """README: some cuDNN the install can get (a fixed one, the image's, or a release in the open
+    range with a build for the CUDA major) has kernels for every queried GPU."""
+    if not q.gpus or not variant.cudnn:
+        return True
+    lowest = min(g.cc for g in q.gpus)
+    text = variant.cudnn.strip()
+    if not text[0].isdigit() and q.strategy == "base-image":
+        image = matrix.image_for(cuda, q.os or "ubuntu22.04")
+        text = image.cudnn if image and image.cudnn else text
+    if text[0].isdigit():
+        major, minor = text.split(".")[:2]
+        return lowest >= cudnn_floor(matrix, (int(major), int(minor)))
+    spec = SpecifierSet(text)
+    return any(
+        lowest >= cudnn_floor(matrix, row.version)
+        for row in matrix.cudnn
+        if any(lo[0] == cuda[0] for lo, _ in row.cuda)
+        and any(f"{row.version[0]}.{row.version[1]}.{p}" in spec for p in (0, 9999))
+    )
+
+
 def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -> bool:
     """Does some CUDA choice of this candidate meet every constraint?"""
     if spec and not any(release.version in one for one in spec):  # repeated filters are OR'ed
@@ -94,7 +127,7 @@ def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -
         compat = q.compat == "minor" and q.driver.at_least(matrix.minor_compat[cuda[0]].min_driver)
         if not (native or compat):
             continue
-        if all(covered(variant, gpu.cc, native) for gpu in q.gpus):
+        if all(covered(variant, gpu.cc, native) for gpu in q.gpus) and cudnn_fits(matrix, q, variant, cuda):
             return True
     return False
 
@@ -130,6 +163,8 @@ def test_stacks_and_rejections_agree_with_the_rules(data: st.DataObject) -> None
         assert stack.cuda in options(matrix, stack.variant)
         assert query.python is None or stack.python == query.python
         assert all(covered(stack.variant, g.cc, stack.mode == "native") for g in query.gpus)
+        if stack.cudnn_pin is not None:  # a pin is only ever to a release with kernels for every GPU
+            assert query.gpus and min(g.cc for g in query.gpus) >= cudnn_floor(matrix, stack.cudnn_pin)
     for rejection in result.rejected:
         spec = spec_of[rejection.framework.name]
         label = candidate_label(rejection.framework, rejection.release, rejection.variant)

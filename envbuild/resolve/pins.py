@@ -1,0 +1,46 @@
+"""The nvidia-* pins that make an install get the stack resolve reported: one place for the text and
+JSON install lines (envbuild.resolve.report) and render's constraints.txt (envbuild.render.plan),
+so what resolve says is what pip, uv and the lock get.
+
+* Open-ranged builds (JAX, TensorFlow >= 2.20: any CUDA X.Y >= a minimum) take the newest nvidia-*
+  wheels of the major; without a pin pip installs 12.9 on a driver that runs 12.6 natively. The wheels
+  whose version follows the CUDA X.Y they ship (12.6.77 is CUDA 12.6) are pinned to the stack's X.Y.
+* A stack whose cuDNN range had to be narrowed for a GPU (Stack.cudnn_pin) pins nvidia-cudnn-cuNN.
+
+Only installs that take the CUDA wheels get pins: base-image uses the image's CUDA and cuDNN, conda
+its own packages, and builds with cuda_from = "system" install no nvidia-* wheels.
+"""
+
+from __future__ import annotations
+
+from envbuild.resolve.solver import Stack
+
+# Names as the frameworks' METADATA spells them (tests/integration/test_pins_metadata.py checks them
+# against jax-cuda12-plugin's and tensorflow's Requires-Dist); CUDA 13 wheels dropped the -cuNN suffix.
+CUDA_VERSIONED_WHEELS = (
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-nvrtc",
+    "nvidia-cuda-cupti",
+    "nvidia-cuda-nvcc",
+    "nvidia-nvjitlink",
+    "nvidia-cublas",
+)
+
+
+def takes_cuda_wheels(stack: Stack, strategy: str | None) -> bool:
+    """strategy None is resolve without --strategy: its install line is the wheels install."""
+    return strategy in (None, "wheels") and stack.variant.cuda_from == "wheels"
+
+
+def stack_pins(stack: Stack, strategy: str | None) -> tuple[str, ...]:
+    """`nvidia-*==X.Y.*` requirements, in a fixed order, that hold the install to the stack."""
+    if not takes_cuda_wheels(stack, strategy):
+        return ()
+    major, minor = stack.cuda
+    pins: list[str] = []
+    if stack.variant.cuda is None:
+        suffix = f"-cu{major}" if major <= 12 else ""
+        pins += [f"{name}{suffix}=={major}.{minor}.*" for name in CUDA_VERSIONED_WHEELS]
+    if stack.cudnn_pin is not None:
+        pins.append(f"nvidia-cudnn-cu{major}=={stack.cudnn_pin[0]}.{stack.cudnn_pin[1]}.*")
+    return tuple(pins)
