@@ -20,6 +20,7 @@ from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import Resolution, resolve
+from tests.helpers.nvsmi import by_name, doctor
 
 B200_ON_535 = (
     "driver 535.104.05 does not support B200 (Blackwell, compute capability 10.0: needs R570 or later, "
@@ -336,3 +337,47 @@ def test_matrix_check_wants_first_cuda_before_the_last(
     code, out = check(capsys, matrix_copy)
     assert code == 1
     assert "Tesla K80: first_cuda 12.0 is newer than CUDA 11.4, the newest of its last branch R470" in out
+
+
+# --- doctor: the same rule for the GPUs nvidia-smi reports
+
+B200_ROW_CSV = (
+    "{}, NVIDIA B200, GPU-{}, 550.127.05, 10.0, 1, 183359, 0, 31, 140.00, 1000.00, 0x0000000000000001\n"
+)
+
+
+def test_doctor_fails_a_b200_on_a_550_driver(capsys: pytest.CaptureFixture[str], fake_smi) -> None:
+    # the banner is a real R550 capture; the query answer puts B200s on its driver (a host that
+    # cannot work, which is the point)
+    fake_smi("banner_550_h100_8gpu.txt", query_csv=B200_ROW_CSV.format(0, "a") + B200_ROW_CSV.format(1, "b"))
+    code, report = doctor(capsys)
+    assert code == 1
+    check = by_name(report)["driver vs GPUs"]
+    assert check["status"] == "fail"
+    assert check["evidence"] == (
+        "GPU 0, 1 (NVIDIA B200): driver 550.127.05 does not support B200 (Blackwell, compute capability "
+        "10.0: needs R570 or later, CUDA 12.8)"
+    )
+    assert check["fix"] == "install an R570 or later driver"
+
+
+def test_doctor_judges_an_unnamed_gpu_by_its_capability(capsys: pytest.CaptureFixture[str], fake_smi) -> None:
+    row = (
+        "0, NVIDIA Future Part, GPU-a, 550.127.05, 12.0, 1, 32000, 0, 31, 40.00, 400.00, 0x0000000000000001\n"
+    )
+    fake_smi("banner_550_h100_8gpu.txt", query_csv=row)
+    _, report = doctor(capsys)
+    check = by_name(report)["driver vs GPUs"]
+    assert check["status"] == "fail"
+    assert (
+        "does not support sm_120 (Blackwell, compute capability 12.0: needs R570 or later"
+        in check["evidence"]
+    )
+
+
+def test_doctor_passes_h100_on_550(capsys: pytest.CaptureFixture[str], fake_smi) -> None:
+    fake_smi("banner_550_h100_8gpu.txt")
+    _, report = doctor(capsys)
+    check = by_name(report)["driver vs GPUs"]
+    assert check["status"] == "ok"
+    assert check["evidence"] == "driver 550.127.05 drives NVIDIA H100 80GB HBM3 (H100: R520 or later)"
