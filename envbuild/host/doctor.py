@@ -23,7 +23,8 @@ from envbuild.errors import EnvbuildError, UsageError
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
 from envbuild.matrix.arch import parse_arch_list
 from envbuild.matrix.lifecycle import base_image_warning, today
-from envbuild.matrix.model import Matrix, find_gpu
+from envbuild.matrix.model import Gpu, Matrix, find_gpu
+from envbuild.matrix.support import capability_gpu, first_driver, unsupported
 from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
 from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
 from envbuild.resolve.solver import native_cuda_of
@@ -114,6 +115,47 @@ def check_driver(matrix: Matrix, smi: SmiReport | None) -> Check:
         evidence=f"driver {driver} runs CUDA <= {format_minor(native)} natively{extra}",
         fix=None,
     )
+
+
+def check_gpu_support(matrix: Matrix, smi: SmiReport | None) -> Check:
+    """Every GPU nvidia-smi lists against its first and last driver branch (the rule resolve uses).
+
+    A GPU is found by name, else by the compute capability the query reported; one the matrix knows
+    neither way is left out rather than guessed.
+    """
+    name = "driver vs GPUs"
+    driver = _driver(smi)
+    if smi is None or driver is None or not smi.gpus:
+        return Check(name=name, status="skip", evidence="no driver version or GPU to compare", fix=None)
+    found: dict[str, tuple[Gpu, list[str]]] = {}
+    for gpu in smi.gpus:
+        row = find_gpu(matrix, gpu.name)
+        if row is None and gpu.compute_capability:
+            row = capability_gpu(matrix, gpu.compute_capability)
+        if row is not None:
+            found.setdefault(gpu.name, (row, []))[1].append(str(gpu.index))
+    if not found:
+        names = ", ".join(sorted({g.name for g in smi.gpus}))
+        return Check(name=name, status="skip", evidence=f"no GPU the matrix knows: {names}", fix=None)
+    misses = [
+        (f"GPU {', '.join(indices)} ({smi_name})", miss)
+        for smi_name, (row, indices) in found.items()
+        if (miss := unsupported(matrix, row, driver)) is not None
+    ]
+    if misses:
+        return Check(
+            name=name,
+            status="fail",
+            evidence="; ".join(f"{where}: {miss.text}" for where, miss in misses),
+            fix="; ".join(dict.fromkeys(miss.fix for _, miss in misses)),
+        )
+    spans = []
+    for smi_name, (row, _) in found.items():
+        floor = first_driver(matrix, row)
+        span = [f"R{floor.branch} or later"] if floor and floor.branch else []
+        span += [f"R{row.max_driver_branch} at most"] if row.max_driver_branch else []
+        spans.append(f"{smi_name} ({row.name}: {', '.join(span) or 'any driver the matrix knows'})")
+    return Check(name=name, status="ok", evidence=f"driver {driver} drives {'; '.join(spans)}", fix=None)
 
 
 def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None:
@@ -576,7 +618,12 @@ def run_doctor(
         except OSError as exc:
             problem = f"nvidia-smi could not run: {exc}"
         smi = found["smi"] = with_capabilities(matrix, smi)
-        return [*check_smi(smi, problem, fix), check_driver(matrix, smi), *check_gpus(smi)]
+        return [
+            *check_smi(smi, problem, fix),
+            check_driver(matrix, smi),
+            check_gpu_support(matrix, smi),
+            *check_gpus(smi),
+        ]
 
     steps: list[tuple[str, Callable[[], list[Check]]]] = [
         ("nvidia-smi", host),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from envbuild.matrix.model import Matrix, gpu_keys
+from envbuild.matrix.model import Gpu, Matrix, gpu_keys
 from envbuild.matrix.versions import format_driver, format_minor
 
 
@@ -105,6 +105,37 @@ def _check_gpus(matrix: Matrix) -> list[str]:
             errors.append(
                 f"gpus.toml: {gpu.name}: max_driver_branch {gpu.max_driver_branch} is not a known branch"
             )
+        errors += _check_first_cuda(matrix, gpu)
+    # one capability, one architecture, one first CUDA: a capability query takes the lowest, so a
+    # row that disagrees would lower the floor of every GPU it shares the capability with
+    firsts: dict[tuple[int, int], Gpu] = {}
+    for gpu in matrix.gpus:
+        first = firsts.setdefault(gpu.cc, gpu)
+        if first.first_cuda != gpu.first_cuda:
+            errors.append(
+                f"gpus.toml: {gpu.name}: first_cuda {format_minor(gpu.first_cuda)} differs from "
+                f"{first.name}'s {format_minor(first.first_cuda)} (compute capability {format_minor(gpu.cc)})"
+            )
+    return errors
+
+
+def _check_first_cuda(matrix: Matrix, gpu: Gpu) -> list[str]:
+    """first_cuda must name a CUDA whose GA driver is known (unless older than every one: no floor),
+    and come no later than the newest CUDA of the GPU's last driver branch."""
+    errors = []
+    known = sorted(m for m, row in matrix.ga_floor.items() if row.min_driver)
+    first = format_minor(gpu.first_cuda)
+    if known and gpu.first_cuda >= known[0] and gpu.first_cuda not in known:
+        errors.append(
+            f"gpus.toml: {gpu.name}: first_cuda {first} is not a CUDA release with a GA minimum driver "
+            f"in drivers.toml, so its first driver branch cannot be derived"
+        )
+    last = matrix.branches.get(gpu.max_driver_branch) if gpu.max_driver_branch else None
+    if last is not None and gpu.first_cuda > last.native_cuda:
+        errors.append(
+            f"gpus.toml: {gpu.name}: first_cuda {first} is newer than CUDA "
+            f"{format_minor(last.native_cuda)}, the newest of its last branch R{last.branch}"
+        )
     return errors
 
 

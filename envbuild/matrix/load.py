@@ -255,6 +255,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                         aliases=tuple(row.get("aliases", ())),
                         cc=parse_minor(row["compute_capability"]),
                         architecture=row["architecture"],
+                        first_cuda=parse_minor(row["first_cuda"]),
                         data_center=row.get("data_center", False),
                         max_driver_branch=row.get("max_driver_branch"),
                         prov=_prov(rel, f"[[gpu]] {row['name']}", row),

@@ -53,11 +53,21 @@ class Branch(Record):
 
 
 class Gpu(Record):
-    __slots__ = ("name", "aliases", "cc", "architecture", "data_center", "max_driver_branch", "prov")
+    __slots__ = (
+        "name",
+        "aliases",
+        "cc",
+        "architecture",
+        "first_cuda",
+        "data_center",
+        "max_driver_branch",
+        "prov",
+    )
     name: str
     aliases: tuple[str, ...]
     cc: tuple[int, int]
     architecture: str
+    first_cuda: tuple[int, int]  # first CUDA X.Y for this capability; the first driver branch follows
     data_center: bool
     max_driver_branch: int | None
     prov: Provenance

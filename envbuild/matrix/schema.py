@@ -150,6 +150,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "aliases": (STRINGS, False),
         "compute_capability": (_cc, True),
         "architecture": (STR, True),
+        "first_cuda": (MINOR, True),
         "data_center": (BOOL, False),
         "max_driver_branch": (INT, False),
         **PROVENANCE,

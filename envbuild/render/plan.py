@@ -131,7 +131,8 @@ def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, 
             for r in result.closest[:3]
         )
         raise NoStackError(
-            f"{where}: no {stack.strategy} stack fits [stack] ({misses or 'nothing matched'})",
+            f"{where}: no {stack.strategy} stack fits [stack] "
+            f"({'; '.join(result.problems) or misses or 'nothing matched'})",
             fix="run `envbuild resolve` with the same constraints to see every rejection, "
             "then relax python, cuda, compat or the framework specifier",
         )

@@ -16,12 +16,12 @@ from envbuild.matrix.model import (
     Framework,
     Gpu,
     Matrix,
-    Provenance,
     find_gpu,
     gpu_index,
     gpu_tokens,
 )
-from envbuild.matrix.versions import Driver, parse_compute_capability, parse_driver, parse_minor, sm_name
+from envbuild.matrix.support import capability_gpu, gpus_with, known_capabilities
+from envbuild.matrix.versions import Driver, format_cc, parse_compute_capability, parse_driver, parse_minor
 
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
@@ -62,6 +62,7 @@ class Query(Record):
         "limit",
         "strategy",
         "os",
+        "notes",
     )
     driver: Driver
     gpus: tuple[Gpu, ...]
@@ -73,6 +74,7 @@ class Query(Record):
     limit: int
     strategy: str | None  # wheels | base-image | conda; None: any
     os: str | None  # base OS; base-image looks for nvidia/cuda tags on it
+    notes: tuple[str, ...]  # how an input was read, when that is not obvious ("sm_90a is judged as 9.0")
 
 
 def _specifier_set(text: str, *, flag: str, example: str) -> SpecifierSet:
@@ -121,21 +123,18 @@ def parse_framework(text: str, matrix: Matrix) -> FrameworkFilter:
 
 
 def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) -> Gpu:
-    """A GPU by capability (sm_89, 8.9) or by name (`find_gpu`); an unknown one is a UsageError that
-    names close matches."""
+    """A GPU by capability (sm_89, 8.9, compute_89, sm_90a) or by name (`find_gpu`).
+
+    A capability stands for the matrix's GPUs that have it (`capability_gpu`: their floors and last
+    branch); one no GPU in the matrix has is a UsageError, as is an unknown name, each naming close
+    matches: a typo must not pass as a GPU "covered by PTX JIT".
+    """
     cc = parse_compute_capability(text)
     if cc is not None:
-        return Gpu(
-            name=sm_name(cc),
-            aliases=(),
-            cc=cc,
-            architecture="",
-            data_center=False,
-            max_driver_branch=None,
-            prov=Provenance(
-                where="--gpu", source="https://developer.nvidia.com/cuda-gpus", confidence=None, note=None
-            ),
-        )
+        stand_in = capability_gpu(matrix, cc)
+        if stand_in is None:
+            raise _unknown_capability(text, cc, matrix)
+        return stand_in
     index = index if index is not None else gpu_index(matrix)
     found = find_gpu(matrix, text, index)
     if found is not None:
@@ -152,6 +151,42 @@ def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) ->
         f"--gpu {text!r} is not a GPU envbuild knows",
         fix=f"{hint}give a GPU name (e.g. H100, 'RTX 4090', L4) or its compute "
         f"capability (8.9 or sm_89); `envbuild matrix gpus` lists the names",
+    )
+
+
+def gpu_note(text: str) -> str | None:
+    """What a capability spelling was taken to mean, when it says more than X.Y."""
+    cc = parse_compute_capability(text)
+    if cc is None:
+        return None
+    spelled = text.strip()
+    judged = f"{spelled} is judged as compute capability {format_cc(cc)}"
+    if spelled.lower().endswith("a"):
+        return f"{judged} (arch-specific features are not part of the matrix)"
+    if spelled.lower().endswith("f"):
+        return f"{judged} (family-specific features are not part of the matrix)"
+    if spelled.lower().startswith("compute"):
+        return f"{judged} (a PTX virtual architecture stands for the GPUs that have that capability)"
+    return None
+
+
+def _unknown_capability(text: str, cc: tuple[int, int], matrix: Matrix) -> UsageError:
+    """Exit 2 naming the nearest capabilities the matrix has (same major first) and every one."""
+    known = known_capabilities(matrix)
+
+    def distance(k: tuple[int, int]) -> tuple[bool, int, int, int]:  # same major, then nearest, then newer
+        return k[0] != cc[0], abs((k[0] * 10 + k[1]) - (cc[0] * 10 + cc[1])), -k[0], -k[1]
+
+    nearest = sorted(known, key=distance)[:2]
+    if nearest and nearest[0][0] == cc[0]:
+        nearest = [k for k in nearest if k[0] == cc[0]]
+    close = [f"{format_cc(k)} ({', '.join(g.name for g in gpus_with(matrix, k))})" for k in nearest]
+    return UsageError(
+        f"--gpu {text!r} is compute capability {format_cc(cc)}, which no GPU in the matrix has",
+        fix=f"did you mean {' or '.join(close)}? known capabilities: "
+        f"{', '.join(format_cc(k) for k in known)}; or give the GPU's name (e.g. H100, 'RTX 4090'). "
+        "A GPU the matrix lacks needs its row in gpus.toml: copy matrix/, add the row and pass "
+        "--matrix DIR",
     )
 
 
@@ -220,6 +255,7 @@ def build_query(
         _refuse_blank(flag, (value,) if value is not None else (), accepted)
     index = gpu_index(matrix)
     parsed_gpus = tuple(parse_gpu(g, matrix, index) for g in gpus or ())
+    notes = tuple(dict.fromkeys(n for n in (gpu_note(g) for g in gpus or ()) if n))
     parsed_frameworks = _merge_frameworks([parse_framework(f, matrix) for f in frameworks or ()])
     parsed_python = None
     if python is not None:
@@ -269,4 +305,5 @@ def build_query(
         limit=limit or default_limit,
         strategy=strategy,
         os=os,
+        notes=notes,
     )

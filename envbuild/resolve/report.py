@@ -119,6 +119,7 @@ def to_json(resolution: Resolution, matrix: Matrix) -> str:
         "stacks": [stack_json(s, resolution.query.strategy) for s in resolution.stacks],
         "rejected": [rejection_json(r) for r in resolution.rejected],
         "problems": list(resolution.problems),
+        "notes": list(resolution.query.notes),
         "closest": [closest_json(r) for r in resolution.closest],
         "with_minor_compat": minor_compat_json(resolution),
     }
@@ -185,6 +186,8 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
     lines.append(header)
     lines.append("")
 
+    for note in query.notes:
+        lines.append(f"note: {note}")
     for problem in resolution.problems:
         lines.append(f"problem: {problem}")
     if resolution.stacks:

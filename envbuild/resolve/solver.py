@@ -18,12 +18,15 @@ relied on by the tests):
 * With the native default, each framework returned also gets the best stack the same query finds
   under --compat minor when that is a newer release (Resolution.with_minor_compat): the stricter
   default stays, but the trade-off is shown.
+* A GPU the driver cannot drive (envbuild.matrix.support: older than its first branch, newer than its
+  last) is a host-level problem under every --compat: no stacks, no "closest misses".
 """
 
 from __future__ import annotations
 
 from envbuild._util.record import Record
 from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance, Release, Variant
+from envbuild.matrix.support import unsupported
 from envbuild.matrix.versions import format_cc, format_driver, format_minor, sm_name
 from envbuild.resolve.cudnn import CudnnOutcome, judge
 from envbuild.resolve.query import FrameworkFilter, Query
@@ -351,14 +354,13 @@ class _Resolver:
         )
 
     def problems(self) -> list[str]:
+        """GPUs the driver cannot drive at all (older than their first branch, newer than their last):
+        no framework build changes that, and no --compat does either."""
         found = []
         for gpu in self.query.gpus:
-            if gpu.max_driver_branch and self.driver.branch > gpu.max_driver_branch:
-                found.append(
-                    f"{gpu.name} is supported only up to driver branch "
-                    f"R{gpu.max_driver_branch}; driver {self.driver_text} cannot drive it "
-                    f"(install an R{gpu.max_driver_branch} driver)"
-                )
+            miss = unsupported(self.matrix, gpu, self.driver)
+            if miss is not None and miss.text not in found:
+                found.append(miss.text)
         return found
 
 
@@ -422,7 +424,7 @@ def resolve(matrix: Matrix, query: Query) -> Resolution:
     if problems:
         stacks, more = [], {}
     closest: tuple[Rejection, ...] = ()
-    if not stacks and rejected:
+    if not stacks and rejected and not problems:  # no relaxation helps a GPU the driver cannot drive
         fewest = min(len(r.failures) for r in rejected)
         misses = [r for r in rejected if len(r.failures) == fewest]
         misses.sort(key=lambda r: r.release.key, reverse=True)

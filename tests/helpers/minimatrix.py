@@ -45,6 +45,13 @@ min_driver = "560.28.03"
 {SRC}
 
 [[cuda]]
+version = "12.8.0"
+label = "CUDA 12.8 GA"
+ga = true
+min_driver = "570.26"
+{SRC}
+
+[[cuda]]
 version = "13.0.0"
 label = "CUDA 13.0 GA"
 ga = true
@@ -93,6 +100,12 @@ note = "PB or NFB"
 {SRC}
 
 [[branch]]
+branch = 570
+native_cuda = "12.8"
+type = "PB"
+{SRC}
+
+[[branch]]
 branch = 580
 native_cuda = "13.0"
 type = "LTSB"
@@ -119,6 +132,7 @@ name = "L4"
 aliases = ["nvidia l4"]
 compute_capability = "8.9"
 architecture = "Ada"
+first_cuda = "11.8"
 data_center = true
 {SRC}
 
@@ -127,6 +141,7 @@ name = "H100"
 aliases = ["h100 sxm"]
 compute_capability = "9.0"
 architecture = "Hopper"
+first_cuda = "11.8"
 data_center = true
 {SRC}
 
@@ -135,12 +150,14 @@ name = "RTX 5090"
 aliases = ["geforce rtx 5090"]
 compute_capability = "12.0"
 architecture = "Blackwell"
+first_cuda = "12.8"
 {SRC}
 
 [[gpu]]
 name = "K80"
 compute_capability = "3.7"
 architecture = "Kepler"
+first_cuda = "6.0"
 data_center = true
 max_driver_branch = 470
 confidence = "secondary"

@@ -79,7 +79,7 @@ def test_duplicate_gpu_alias(capsys: pytest.CaptureFixture[str], matrix_copy: Pa
     gpus = matrix_copy / "gpus.toml"
     gpus.write_text(
         gpus.read_text() + '\n[[gpu]]\nname = "H100 clone"\naliases = ["h100-sxm"]\n'
-        'compute_capability = "9.0"\narchitecture = "Hopper"\n'
+        'compute_capability = "9.0"\narchitecture = "Hopper"\nfirst_cuda = "11.8"\n'
         'source = "https://developer.nvidia.com/cuda-gpus"\n'
     )
     code, out = check(capsys, matrix_copy)

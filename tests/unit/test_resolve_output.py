@@ -194,9 +194,9 @@ def test_header_rule_on_a_branch_newer_than_the_known_floors(tmp_path: Path) -> 
         "the newest with a confirmed minimum driver (none recorded for 13.1)"
     )
     assert json.loads(to_json(result, matrix))["native_cuda_without_floor"] == ["13.1"]
-    # a full version below a known floor does not get the branch's claim
+    # a full version below a known floor does not get the branch's claim (the mini matrix has 12.8 at R570)
     early = run(matrix, driver="580.10.01", frameworks=["fw"])
-    assert to_text(early, matrix).startswith("driver 580.10.01 (R580, LTSB) runs CUDA <= 12.6 natively\n")
+    assert to_text(early, matrix).startswith("driver 580.10.01 (R580, LTSB) runs CUDA <= 12.8 natively\n")
 
 
 # --- 6. repeated --framework filters are OR'ed ----------------------------------------------------

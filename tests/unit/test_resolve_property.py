@@ -205,3 +205,53 @@ def test_stacks_and_rejections_agree_with_the_rules(data: st.DataObject) -> None
         else:
             assert hint is not None and hint.mode == "minor", framework.name
             assert hint.release.key == max(newer_under_minor)
+
+
+def first_branch(matrix: Matrix, first_cuda: tuple[int, int]) -> int | None:
+    """The oracle's floor, from the statement: the branch of first_cuda's GA minimum driver; none when
+    first_cuda is older than every CUDA the matrix knows a driver for."""
+    known = sorted(m for m, row in matrix.ga_floor.items() if row.min_driver)
+    if first_cuda < known[0]:
+        return None
+    return matrix.ga_floor[first_cuda].min_driver[0]
+
+
+def spellings(gpu) -> list[str]:
+    major, minor = gpu.cc
+    return [
+        gpu.name,
+        *gpu.aliases,
+        f"{major}.{minor}",
+        f"sm_{major}{minor}",
+        f"compute_{major}{minor}",
+        f"sm_{major}{minor}a",
+    ]
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_no_stack_for_a_gpu_whose_first_branch_is_newer_than_the_driver(data: st.DataObject) -> None:
+    """For any GPU of the matrix (by name, alias or capability), any driver and any --compat."""
+    matrix = bundled()
+    gpu = data.draw(st.sampled_from(matrix.gpus), label="gpu")
+    text = data.draw(st.sampled_from(spellings(gpu)), label="spelling")
+    query = build_query(
+        matrix,
+        driver=data.draw(drivers(matrix), label="driver"),
+        gpus=[text],
+        frameworks=data.draw(st.lists(st.sampled_from(FRAMEWORK_TEXTS), max_size=1), label="frameworks"),
+        compat=data.draw(st.sampled_from(["native", "minor"]), label="compat"),
+        limit=50,
+    )
+    result = resolve(matrix, query)
+    by_name = text in (gpu.name, *gpu.aliases)
+    # a capability stands for every GPU that has it: the lowest floor among them
+    rows = [gpu] if by_name else [g for g in matrix.gpus if g.cc == gpu.cc]
+    floors = [first_branch(matrix, g.first_cuda) for g in rows]
+    floor = None if None in floors else min(floors)
+    too_old = floor is not None and query.driver.branch < floor
+    if too_old:
+        assert result.stacks == ()
+        assert any(f"needs R{floor} or later" in p for p in result.problems), result.problems
+    else:
+        assert not any("does not support" in p for p in result.problems), result.problems

@@ -79,7 +79,7 @@ def test_minor_compat_is_opt_in_and_says_what_it_costs(mini: Matrix) -> None:
 def test_gpu_coverage_sass_of_lower_minor_and_ptx(mini: Matrix) -> None:
     l4 = run(mini, driver="550", frameworks=["fw"], gpus=["L4"], limit=10)
     assert "fw 1.0.1 [cu118]" in labels(l4)  # 8.6 SASS covers 8.9
-    blackwell = run(mini, driver="550", frameworks=["fw"], gpus=["RTX 5090"], limit=10)
+    blackwell = run(mini, driver="570", frameworks=["fw<2"], gpus=["RTX 5090"], limit=10)
     assert labels(blackwell) == ["fw 1.0.1 [cu124]", "fw 1.0.0 [cu124]"]  # only via 9.0+PTX
     assert any("PTX JIT only" in c for c in blackwell.stacks[0].caveats)
     assert reasons(blackwell)["fw 1.0.1 [cu118]"].startswith(
@@ -88,9 +88,13 @@ def test_gpu_coverage_sass_of_lower_minor_and_ptx(mini: Matrix) -> None:
 
 
 def test_ptx_does_not_count_under_minor_compat(mini: Matrix) -> None:
-    result = run(mini, driver="530.30.02", frameworks=["fw"], gpus=["sm_120"], compat="minor", limit=10)
-    assert labels(result) == ["fw 2.0.0 [cu126]"]  # real sm_120 SASS
-    why = reasons(result)["fw 1.0.1 [cu124]"]
+    # ranged has SASS 8.0 and PTX 9.0: H100 runs it through PTX JIT, which minor compat cannot do
+    assert labels(run(mini, driver="550", frameworks=["ranged"], gpus=["sm_90"])) == ["ranged 0.5.0 [cuda12]"]
+    result = run(
+        mini, driver="530.30.02", frameworks=["fw", "ranged"], gpus=["sm_90"], cuda=">=12.4", compat="minor"
+    )
+    assert "fw 2.0.0 [cu126]" in labels(result)  # real sm_90 SASS
+    why = reasons(result)["ranged 0.5.0 [cuda12]"]
     assert "PTX only" in why and "minor-version compatibility" in why
 
 
