@@ -196,6 +196,21 @@ def test_a100_runs_tensorflow_2_16_from_sass_not_ptx(matrix: Matrix) -> None:
     assert all(any("PTX JIT only" in c for c in s.caveats) for s in tf_2_16("550", "H100"))
 
 
+def test_torch_2_15_offers_only_its_confirmed_pypi_build(matrix: Matrix) -> None:
+    """Only cu132 of 2.15.0 has a source (PyPI METADATA).
+
+    A cu130 build beside it is unconfirmed (issue 15 item 7), so R580 still gets 2.14.1+cu130.
+    """
+    framework = matrix.framework("torch")
+    assert framework is not None
+    (release,) = [r for r in framework.releases if r.version == "2.15.0"]
+    assert [(v.name, v.prov.confidence) for v in release.variants] == [("cu132", "unconfirmed")]
+    best = resolve(matrix, build_query(matrix, driver="580", frameworks=["torch"])).stacks[0]
+    assert candidate_label(best.framework, best.release, best.variant) == "torch 2.14.1+cu130"
+    (newest,) = resolve(matrix, build_query(matrix, driver="595", frameworks=["torch==2.15.*"])).stacks
+    assert any("unconfirmed" in c and "arch list is assumed" in c for c in newest.caveats)
+
+
 def test_every_row_cites_a_url(matrix: Matrix) -> None:
     provs = [c.prov for c in matrix.cuda] + [g.prov for g in matrix.gpus]
     provs += [b.prov for b in matrix.branches.values()] + [i.prov for i in matrix.images]
