@@ -196,6 +196,36 @@ def test_a100_runs_tensorflow_2_16_from_sass_not_ptx(matrix: Matrix) -> None:
     assert all(any("PTX JIT only" in c for c in s.caveats) for s in tf_2_16("550", "H100"))
 
 
+# The PyPI torch wheels (the cu130 build from 2.11 to 2.14), read first-hand: METADATA's
+# nvidia-cudnn-cu13 / nvidia-nccl-cu13 pins and the cubins in torch/lib/libtorch_cuda.so (its
+# -gencode flags are arch=compute_XY,code=sm_XY only). RELEASE.md's "12.0+PTX" is not what ships:
+# the release builds drop the PTX (pytorch#175567, "[release-only] Remove +ptx from cuda 13.0 builds").
+TORCH_PYPI_WHEELS = {
+    "2.11.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.19.0.56", "2.28.9"),
+    "2.12.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
+    "2.12.1": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
+    "2.13.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
+    "2.14.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.24.0.43", "2.30.7"),
+    "2.14.1": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.24.0.43", "2.30.7"),
+}
+
+
+@pytest.mark.parametrize(("version", "wheel"), sorted(TORCH_PYPI_WHEELS.items()))
+def test_torch_pypi_build_is_what_the_wheel_carries(
+    matrix: Matrix, version: str, wheel: tuple[str, str, str, str]
+) -> None:
+    name, archs, cudnn, nccl = wheel
+    framework = matrix.framework("torch")
+    assert framework is not None
+    (release,) = [r for r in framework.releases if r.version == version]
+    assert release.pypi_variant == name
+    (variant,) = [v for v in release.variants if v.name == name]
+    arch = parse_arch_list(archs)
+    assert (variant.arch.sass, variant.arch.ptx) == (arch.sass, arch.ptx)
+    assert (variant.cudnn, variant.nccl) == (cudnn, nccl)
+    assert variant.prov.confidence is None
+
+
 def test_torch_2_15_offers_only_its_confirmed_pypi_build(matrix: Matrix) -> None:
     """Only cu132 of 2.15.0 has a source (PyPI METADATA).
 
