@@ -196,11 +196,18 @@ def test_a100_runs_tensorflow_2_16_from_sass_not_ptx(matrix: Matrix) -> None:
     assert all(any("PTX JIT only" in c for c in s.caveats) for s in tf_2_16("550", "H100"))
 
 
-# The PyPI torch wheels (the cu130 build from 2.11 to 2.14), read first-hand: METADATA's
-# nvidia-cudnn-cu13 / nvidia-nccl-cu13 pins and the cubins in torch/lib/libtorch_cuda.so (its
-# -gencode flags are arch=compute_XY,code=sm_XY only). RELEASE.md's "12.0+PTX" is not what ships:
+# The PyPI torch wheels (each the build named by pypi_variant), read first-hand: METADATA's
+# nvidia-cudnn-cu1X / nvidia-nccl-cu1X pins and the cubins in torch/lib/libtorch_cuda.so (its
+# -gencode flags are arch=compute_XY,code=sm_XY only, so no PTX). RELEASE.md's "12.0+PTX" is not what ships:
 # the release builds drop the PTX (pytorch#175567, "[release-only] Remove +ptx from cuda 13.0 builds").
 TORCH_PYPI_WHEELS = {
+    "2.6.0": ("cu124", "5.0;6.0;7.0;7.5;8.0;8.6;9.0", "9.1.0.70", "2.21.5"),
+    "2.7.0": ("cu126", "5.0;6.0;7.0;7.5;8.0;8.6;9.0", "9.5.1.17", "2.26.2"),
+    "2.7.1": ("cu126", "5.0;6.0;7.0;7.5;8.0;8.6;9.0", "9.5.1.17", "2.26.2"),
+    "2.8.0": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.3"),
+    "2.9.0": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.5"),
+    "2.9.1": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.5"),
+    "2.10.0": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.5"),
     "2.11.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.19.0.56", "2.28.9"),
     "2.12.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
     "2.12.1": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
