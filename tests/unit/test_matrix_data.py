@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from envbuild.matrix.model import Matrix
+from envbuild.matrix.arch import parse_arch_list
+from envbuild.matrix.model import Matrix, Variant
 from envbuild.matrix.versions import format_driver, parse_driver
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import candidate_label, native_cuda_of, resolve
@@ -131,6 +132,120 @@ def test_cudnn_tag_naming_change(matrix: Matrix) -> None:
     assert tags["12.2.2"] == "cudnn8"
     assert tags["12.3.2"] == "cudnn9"
     assert tags["12.4.1"] == "cudnn"
+
+
+# The archs compiled into the official Linux x86_64 TensorFlow wheels on PyPI, read from each
+# wheel's tensorflow/python/platform/build_info.py ("cuda_compute_capabilities", written at build
+# time from the release build's TF_CUDA_COMPUTE_CAPABILITIES) and matched against the SASS and PTX
+# entries of the fatbins in its shared objects. nvcc notation: sm_XY is SASS, compute_XY PTX only.
+TF_WHEEL_ARCHS = {
+    "2.10.0": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.10.1": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.11.0": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.11.1": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.12.0": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.12.1": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.13.0": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.13.1": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.14.0": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.14.1": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.15.0": "sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.15.0.post1": "sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.15.1": "sm_50,sm_60,sm_70,sm_75,compute_80",
+    "2.16.1": "sm_50,sm_60,sm_70,sm_80,compute_90",
+    "2.16.2": "sm_50,sm_60,sm_70,sm_80,compute_90",
+    "2.17.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.17.1": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.18.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.18.1": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.19.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.19.1": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.20.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.21.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
+}
+
+
+def _tf_variant(matrix: Matrix, version: str) -> Variant:
+    framework = matrix.framework("tensorflow")
+    assert framework is not None
+    (release,) = [r for r in framework.releases if r.version == version]
+    (variant,) = release.variants
+    return variant
+
+
+@pytest.mark.parametrize(("version", "archs"), sorted(TF_WHEEL_ARCHS.items()))
+def test_tensorflow_arch_list_is_what_the_wheel_carries(matrix: Matrix, version: str, archs: str) -> None:
+    variant, wheel = _tf_variant(matrix, version), parse_arch_list(archs)
+    assert (variant.arch.sass, variant.arch.ptx) == (wheel.sass, wheel.ptx)
+    assert variant.prov.confidence is None
+
+
+def test_a100_runs_tensorflow_2_16_from_sass_not_ptx(matrix: Matrix) -> None:
+    """The 2.16 wheels carry sm_80 cubins: no PTX JIT caveat, and minor compatibility may run them."""
+
+    def tf_2_16(driver: str, gpu: str, compat: str = "native") -> list:
+        frameworks = ["tensorflow==2.16.*"]
+        query = build_query(matrix, driver=driver, gpus=[gpu], frameworks=frameworks, compat=compat)
+        return list(resolve(matrix, query).stacks)
+
+    native = tf_2_16("550", "A100")
+    assert [s.release.version for s in native] == ["2.16.2", "2.16.1"]
+    assert not any("PTX" in c for s in native for c in s.caveats)
+    minor = tf_2_16("525.60.13", "A100", compat="minor")
+    assert [(s.release.version, s.mode) for s in minor] == [("2.16.2", "minor"), ("2.16.1", "minor")]
+    assert all(any("PTX JIT only" in c for c in s.caveats) for s in tf_2_16("550", "H100"))
+
+
+# The PyPI torch wheels (each the build named by pypi_variant), read first-hand: METADATA's
+# nvidia-cudnn-cu1X / nvidia-nccl-cu1X pins and the cubins in torch/lib/libtorch_cuda.so (its
+# -gencode flags are arch=compute_XY,code=sm_XY only, so no PTX). RELEASE.md's "12.0+PTX" is not what ships:
+# the release builds drop the PTX (pytorch#175567, "[release-only] Remove +ptx from cuda 13.0 builds").
+TORCH_PYPI_WHEELS = {
+    "2.6.0": ("cu124", "5.0;6.0;7.0;7.5;8.0;8.6;9.0", "9.1.0.70", "2.21.5"),
+    "2.7.0": ("cu126", "5.0;6.0;7.0;7.5;8.0;8.6;9.0", "9.5.1.17", "2.26.2"),
+    "2.7.1": ("cu126", "5.0;6.0;7.0;7.5;8.0;8.6;9.0", "9.5.1.17", "2.26.2"),
+    "2.8.0": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.3"),
+    "2.9.0": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.5"),
+    "2.9.1": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.5"),
+    "2.10.0": ("cu128", "7.0;7.5;8.0;8.6;9.0;10.0;12.0", "9.10.2.21", "2.27.5"),
+    "2.11.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.19.0.56", "2.28.9"),
+    "2.12.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
+    "2.12.1": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
+    "2.13.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.20.0.48", "2.29.7"),
+    "2.14.0": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.24.0.43", "2.30.7"),
+    "2.14.1": ("cu130", "7.5;8.0;8.6;9.0;10.0;12.0", "9.24.0.43", "2.30.7"),
+}
+
+
+@pytest.mark.parametrize(("version", "wheel"), sorted(TORCH_PYPI_WHEELS.items()))
+def test_torch_pypi_build_is_what_the_wheel_carries(
+    matrix: Matrix, version: str, wheel: tuple[str, str, str, str]
+) -> None:
+    name, archs, cudnn, nccl = wheel
+    framework = matrix.framework("torch")
+    assert framework is not None
+    (release,) = [r for r in framework.releases if r.version == version]
+    assert release.pypi_variant == name
+    (variant,) = [v for v in release.variants if v.name == name]
+    arch = parse_arch_list(archs)
+    assert (variant.arch.sass, variant.arch.ptx) == (arch.sass, arch.ptx)
+    assert (variant.cudnn, variant.nccl) == (cudnn, nccl)
+    assert variant.prov.confidence is None
+
+
+def test_torch_2_15_offers_only_its_confirmed_pypi_build(matrix: Matrix) -> None:
+    """Only cu132 of 2.15.0 has a source (PyPI METADATA).
+
+    A cu130 build beside it is unconfirmed (issue 15 item 7), so R580 still gets 2.14.1+cu130.
+    """
+    framework = matrix.framework("torch")
+    assert framework is not None
+    (release,) = [r for r in framework.releases if r.version == "2.15.0"]
+    assert [(v.name, v.prov.confidence) for v in release.variants] == [("cu132", "unconfirmed")]
+    best = resolve(matrix, build_query(matrix, driver="580", frameworks=["torch"])).stacks[0]
+    assert candidate_label(best.framework, best.release, best.variant) == "torch 2.14.1+cu130"
+    (newest,) = resolve(matrix, build_query(matrix, driver="595", frameworks=["torch==2.15.*"])).stacks
+    assert any("unconfirmed" in c and "arch list is assumed" in c for c in newest.caveats)
 
 
 def test_every_row_cites_a_url(matrix: Matrix) -> None:
