@@ -177,6 +177,28 @@ def build(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if any(error for _, error in results) else EXIT_OK
 
 
+def audit(args: argparse.Namespace) -> int:
+    import os
+
+    from envbuild.audit.report import to_json, to_text
+    from envbuild.audit.targets import audit_path, is_local
+    from envbuild.resolve.query import parse_gpu
+
+    matrix = _load(args)
+    texts = list(args.gpu)
+    if not texts and os.path.exists(args.file):
+        texts = list(dict.fromkeys(g for t in _spec(args).targets for g in t.stack.gpus))
+    gpus = tuple(parse_gpu(text, matrix) for text in texts)
+    if is_local(args.target):
+        result = audit_path(args.target, gpus, args.framework)
+    else:
+        from envbuild.image.filesystem import audit_image
+
+        result = audit_image(args.target, gpus, args.framework)
+    sys.stdout.write(to_json(result) if args.json else to_text(result))
+    return EXIT_OK if result.ok else EXIT_FAILURE
+
+
 def verify(args: argparse.Namespace) -> int:
     import json
 
@@ -297,6 +319,7 @@ HANDLERS = {
     "render": render,
     "init": init,
     "lock": lock,
+    "audit": audit,
     "build": build,
     "verify": verify,
     "promote": promote,

@@ -308,6 +308,27 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
 
 
+def _audit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "target", metavar="TARGET", help="a .so, a directory, a .whl, a local image or REPO@sha256:..."
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        metavar="NAME_OR_CC",
+        default=[],
+        help="a GPU to judge the kernels for (repeatable; default: the GPUs of the spec's targets)",
+    )
+    parser.add_argument(
+        "--framework",
+        choices=("torch", "tensorflow", "jax"),
+        help="whose libraries decide the exit code (default: found from the libraries)",
+    )
+    add_spec_file(parser)
+    add_json(parser, "the audit as JSON")
+    add_matrix(parser)
+
+
 def _smoke(parser: argparse.ArgumentParser) -> None:
     from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, FRAMEWORKS, PRECISIONS
 
@@ -453,6 +474,14 @@ COMMANDS: tuple[Command, ...] = (
         _doctor,
         description="The field's host checklist, each line ok/warn/fail/skip with evidence and a fix. "
         "Exit 0 when nothing failed, 1 otherwise.",
+    ),
+    Command(
+        "audit",
+        "read the GPU kernels (SASS, PTX) compiled into a library, wheel or image, without a GPU",
+        _audit,
+        description="Lists each library's SASS and PTX and says, per GPU, whether it runs natively, "
+        "through SASS of its major, through PTX JIT only, or fails with 'no kernel image is available'. "
+        "Exit 1 when a GPU has no kernel image in a library the framework loads.",
     ),
     Command(
         "smoke",

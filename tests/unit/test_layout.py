@@ -24,6 +24,7 @@ LAYERS = (
     "envbuild.oci",
     "envbuild.smoke",
     "envbuild.matrix",
+    "envbuild.audit",
     "envbuild.spec",
     "envbuild.resolve",
     "envbuild.refresh",

@@ -1,0 +1,1 @@
+"""`envbuild audit`: the GPU kernels compiled into libraries, wheels and images, read without a GPU."""

@@ -1,0 +1,73 @@
+"""An audit as text (per library: SASS, PTX, a verdict per GPU) and as JSON."""
+
+from __future__ import annotations
+
+import json
+
+from envbuild.audit.tree import Audit
+from envbuild.audit.verdict import NO_KERNEL_MESSAGE, RUNS
+from envbuild.matrix.versions import format_cc, sm_name
+
+_SAY = {
+    "native": "native SASS",
+    "same-major": "SASS of the same major (runs)",
+    "ptx-only": "PTX JIT only (compiles at first launch; needs a driver as new as the PTX)",
+}
+
+
+def _shown(arches: tuple[str, ...]) -> str:
+    return ", ".join(arches) if arches else "none"
+
+
+def to_text(audit: Audit) -> str:
+    lines = [f"audit {audit.target}" + (f" ({audit.framework})" if audit.framework else "")]
+    if audit.gpus:
+        lines[0] += ": " + ", ".join(f"{g.name} ({sm_name(g.cc)}, {format_cc(g.cc)})" for g in audit.gpus)
+    for library in audit.libraries:
+        mark = "" if library.counts else "  (not one the framework loads its kernels from)"
+        lines += [
+            "",
+            f"{library.path}{mark}",
+            f"  SASS: {_shown(library.kernels.sass)}",
+            f"  PTX:  {_shown(library.kernels.ptx)}",
+        ]
+        for gpu, verdict in library.verdicts:
+            lines.append(f"  {gpu}: {_SAY.get(verdict, NO_KERNEL_MESSAGE)}")
+    if audit.without_device_code:
+        lines += ["", f"{len(audit.without_device_code)} shared object(s) without device code"]
+    if not audit.libraries:
+        lines += ["", "no shared object with device code"]
+    for gpu, path in audit.failures:
+        lines.append(f"error: {gpu}: {NO_KERNEL_MESSAGE} ({path})")
+    return "\n".join(lines) + "\n"
+
+
+def to_document(audit: Audit) -> dict:
+    return {
+        "target": audit.target,
+        "framework": audit.framework,
+        "gpus": [{"name": g.name, "compute_capability": format_cc(g.cc)} for g in audit.gpus],
+        "libraries": [
+            {
+                "path": library.path,
+                "sass": list(library.kernels.sass),
+                "ptx": list(library.kernels.ptx),
+                "counts": library.counts,
+                "verdicts": dict(library.verdicts),
+            }
+            for library in audit.libraries
+        ],
+        "without_device_code": list(audit.without_device_code),
+        "ok": audit.ok,
+        "failures": [
+            {"gpu": gpu, "library": path, "error": NO_KERNEL_MESSAGE} for gpu, path in audit.failures
+        ],
+        "runs": {
+            g.name: all(dict(lib.verdicts)[g.name] in RUNS for lib in audit.libraries if lib.counts)
+            for g in audit.gpus
+        },
+    }
+
+
+def to_json(audit: Audit) -> str:
+    return json.dumps(to_document(audit), indent=2, sort_keys=True) + "\n"
