@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 import subprocess
 
 from envbuild._util.record import Record
-from envbuild.errors import EnvbuildError
+from envbuild.audit.verdict import split_arch
+from envbuild.errors import EnvbuildError, UsageError
 
 # "ELF file    1: _linalg.1.sm_120.cubin", "PTX file    1: _linalg.1.sm_120.ptx"; names may carry a/f suffixes
 _ENTRY_RE = re.compile(r"^(ELF|PTX) file\s+\d+:\s+(?P<name>.+?)\s*$")
-_ARCH_RE = re.compile(r"\.(?P<arch>sm_\d+[af]?)\.(cubin|ptx)$")
+_ARCH_RE = re.compile(r"\.(?P<arch>sm_\d{2,}[af]?)\.(cubin|ptx)$")
 _NO_DEVICE_CODE = "does not contain device code"
+LIST_TIMEOUT_S = 120  # listing reads the section table: milliseconds even for a 1 GB libtorch_cuda.so
 
 
 class Kernels(Record):
@@ -63,20 +66,73 @@ def cuobjdump_binary() -> str:
 def _arch(name: str, kind: str) -> str:
     match = _ARCH_RE.search(name)
     if match is None:
-        raise EnvbuildError(f"cuobjdump listed an entry envbuild cannot read: {name!r}")
+        raise EnvbuildError(
+            f"cuobjdump listed an entry envbuild cannot read: {name!r}",
+            fix="report it with the cuobjdump version (envbuild expects NAME.N.sm_XY[a|f].cubin|ptx)",
+        )
     arch = match.group("arch")
     return arch if kind == "ELF" else "compute_" + arch.removeprefix("sm_")
 
 
-def _list(binary: str, flag: str, path: str) -> list[str]:
-    done = subprocess.run([binary, flag, path], capture_output=True, text=True, errors="replace", check=False)
+def check_elf(path: str) -> None:
+    """Refuse a file that is not a whole ELF object. cuobjdump says "does not contain device code"
+    for a truncated one (its section table is cut off), which would pass a broken library as a CPU
+    one; the ELF header says where the section table ends, so a short file is caught here."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(64)
+            size = os.fstat(handle.fileno()).st_size
+    except OSError as exc:
+        raise UsageError(f"audit {path}: cannot read it ({exc.strerror})", fix="check the path") from None
+    if header[:4] != b"\x7fELF" or len(header) < 52 or header[4] not in (1, 2) or header[5] not in (1, 2):
+        raise UsageError(
+            f"audit {path}: not an ELF shared object",
+            fix="give a .so, a directory of them, a .whl, a local image or REPO@sha256:...",
+        )
+    order = "<" if header[5] == 1 else ">"
+    if header[4] == 2:  # 64-bit: e_shoff at 40, e_shentsize/e_shnum at 58/60
+        (shoff,) = struct.unpack_from(order + "Q", header, 40)
+        shentsize, shnum = struct.unpack_from(order + "HH", header, 58)
+    else:  # 32-bit: e_shoff at 32, e_shentsize/e_shnum at 46/48
+        (shoff,) = struct.unpack_from(order + "I", header, 32)
+        shentsize, shnum = struct.unpack_from(order + "HH", header, 46)
+    if shoff + shentsize * shnum > size:
+        raise UsageError(
+            f"audit {path}: truncated ELF file ({size} bytes; its section table ends at byte "
+            f"{shoff + shentsize * shnum})",
+            fix="copy or download it again",
+        )
+
+
+def _list(binary: str, path: str) -> list[str]:
+    """One cuobjdump run lists both kinds (--list-elf --list-ptx): half the processes of two runs."""
+    try:
+        done = subprocess.run(
+            [binary, "--list-elf", "--list-ptx", path],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
+            timeout=LIST_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise EnvbuildError(
+            f"cuobjdump did not list {path} within {LIST_TIMEOUT_S} s",
+            fix="check the file is a complete ELF shared object on a local disk",
+        ) from None
+    except OSError as exc:
+        raise EnvbuildError(
+            f"cannot run cuobjdump ({binary}): {exc.strerror}",
+            fix="pip install --force-reinstall nvidia-cuda-cuobjdump",
+        ) from None
     text = done.stdout + done.stderr
     if _NO_DEVICE_CODE in text:
         return []
     if done.returncode != 0:
         detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EnvbuildError(
-            f"cuobjdump {flag} {path} failed: {detail}", fix="check the file is an ELF shared object"
+        raise UsageError(
+            f"audit {path}: cuobjdump cannot read its fatbin ({detail})",
+            fix="check the file is a complete ELF shared object",
         )
     return [line for line in done.stdout.splitlines() if _ENTRY_RE.match(line.strip())]
 
@@ -93,12 +149,12 @@ def parse_listing(lines: list[str]) -> Kernels:
     return Kernels(sass=tuple(sorted(sass, key=arch_key)), ptx=tuple(sorted(ptx, key=arch_key)))
 
 
-def arch_key(arch: str) -> tuple[int, str]:
-    digits = re.sub(r"\D", "", arch)
-    return (int(digits or 0), arch)
+def arch_key(arch: str) -> tuple[tuple[int, int], str]:
+    """Sort by compute capability, then suffix: sm_90, sm_90a, sm_100, sm_100f, sm_120."""
+    return split_arch(arch)
 
 
 def read_kernels(path: str, binary: str | None = None) -> Kernels:
     """The SASS and PTX entries of the shared object at `path`; empty for one without device code."""
-    binary = binary or cuobjdump_binary()
-    return parse_listing(_list(binary, "--list-elf", path) + _list(binary, "--list-ptx", path))
+    check_elf(path)
+    return parse_listing(_list(binary or cuobjdump_binary(), path))

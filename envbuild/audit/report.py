@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from envbuild.audit.libraries import FRAMEWORK_LIBRARIES
 from envbuild.audit.tree import Audit
 from envbuild.audit.verdict import NO_KERNEL_MESSAGE, RUNS
 from envbuild.matrix.versions import format_cc, sm_name
@@ -39,6 +40,12 @@ def to_text(audit: Audit) -> str:
         lines += ["", "no shared object with device code"]
     for gpu, path in audit.failures:
         lines.append(f"error: {gpu}: {NO_KERNEL_MESSAGE} ({path})")
+    if audit.framework_missing:
+        wanted = ", ".join(FRAMEWORK_LIBRARIES[audit.framework])
+        lines.append(
+            f"error: no {audit.framework} library with device code ({wanted}):"
+            " its GPU ops would run on no GPU (a CPU-only build?)"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -62,8 +69,10 @@ def to_document(audit: Audit) -> dict:
         "failures": [
             {"gpu": gpu, "library": path, "error": NO_KERNEL_MESSAGE} for gpu, path in audit.failures
         ],
+        "framework_missing": audit.framework_missing,
         "runs": {
-            g.name: all(dict(lib.verdicts)[g.name] in RUNS for lib in audit.libraries if lib.counts)
+            g.name: not audit.framework_missing
+            and all(dict(lib.verdicts)[g.name] in RUNS for lib in audit.libraries if lib.counts)
             for g in audit.gpus
         },
     }

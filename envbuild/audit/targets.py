@@ -6,27 +6,45 @@ from __future__ import annotations
 import os
 import tempfile
 import zipfile
+import zlib
 
-from envbuild.audit.tree import Audit, audit_tree
+from envbuild.audit.tree import Audit, audit_tree, is_shared_object_name
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Gpu
 
 
 def is_local(target: str) -> bool:
-    return os.path.exists(target)
+    """A file or directory, or a name only a path can have (/..., ./..., ~/..., *.so, *.whl): a
+    missing one is then a UsageError naming it, not a lookup for an image of that name."""
+    if os.path.exists(target):
+        return True
+    name = os.path.basename(target)
+    return target.startswith(("/", ".", "~")) or target.endswith(".whl") or is_shared_object_name(name)
 
 
 def audit_path(target: str, gpus: tuple[Gpu, ...], framework: str | None = None) -> Audit:
+    """Audit a local .so, directory or wheel; UsageError (exit 2) naming `target` for anything else."""
+    if not os.path.exists(target):
+        raise UsageError(
+            f"audit {target}: no such file or directory",
+            fix="give a .so, a directory of them, a .whl, a local image or REPO@sha256:...",
+        )
     if os.path.isdir(target):
         return audit_tree(target, gpus, target=target, framework=framework)
     if target.endswith(".whl"):
         return _audit_wheel(target, gpus, framework)
-    with open(target, "rb") as handle:
-        if handle.read(4) != b"\x7fELF":
-            raise UsageError(
-                f"audit {target}: not an ELF shared object, a wheel or a directory",
-                fix="give a .so, a directory of them, a .whl, a local image or REPO@sha256:...",
-            )
+    try:
+        with open(target, "rb") as handle:
+            magic = handle.read(4)
+    except OSError as exc:
+        raise UsageError(
+            f"audit {target}: cannot read it ({exc.strerror})", fix="check its permissions"
+        ) from None
+    if magic != b"\x7fELF":
+        raise UsageError(
+            f"audit {target}: not an ELF shared object, a wheel or a directory",
+            fix="give a .so, a directory of them, a .whl, a local image or REPO@sha256:...",
+        )
     root, name = os.path.split(os.path.abspath(target))
     return audit_tree(root, gpus, target=target, framework=framework, only=(name,))
 
@@ -37,7 +55,12 @@ def _audit_wheel(target: str, gpus: tuple[Gpu, ...], framework: str | None) -> A
     except (zipfile.BadZipFile, OSError) as exc:
         raise UsageError(f"audit {target}: not a readable wheel ({exc})", fix="download it again") from None
     with archive, tempfile.TemporaryDirectory(prefix="envbuild-audit-") as root:
-        members = [m for m in archive.infolist() if ".so" in os.path.basename(m.filename) and not m.is_dir()]
-        for member in members:
-            archive.extract(member, root)
+        members = [m for m in archive.infolist() if is_shared_object_name(m.filename) and not m.is_dir()]
+        try:
+            for member in members:
+                archive.extract(member, root)
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:  # a member cut off or corrupt
+            raise UsageError(
+                f"audit {target}: not a readable wheel ({exc})", fix="download it again"
+            ) from None
         return audit_tree(root, gpus, target=target, framework=framework)

@@ -4,11 +4,14 @@ and a verdict per GPU for the libraries that count."""
 from __future__ import annotations
 
 import os
+import re
+from concurrent.futures import ThreadPoolExecutor
 
 from envbuild._util.record import Record
 from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
-from envbuild.audit.libraries import counts_for, framework_of
+from envbuild.audit.libraries import check_framework, counts_for, framework_of
 from envbuild.audit.verdict import RUNS, judge
+from envbuild.errors import UsageError
 from envbuild.matrix.model import Gpu
 
 
@@ -40,23 +43,46 @@ class Audit(Record):
         ]
 
     @property
+    def framework_missing(self) -> bool:
+        """A framework was named (--framework, or the spec's) but none of its libraries has device
+        code: a CPU build, or the wrong artifact. Its ops would reach no GPU at all, so when GPUs were
+        asked for this fails too, rather than pass because nothing was judged."""
+        return bool(self.framework and self.gpus and not any(lib.counts for lib in self.libraries))
+
+    @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.failures and not self.framework_missing
+
+
+_SHARED_OBJECT_NAME = re.compile(r"\.so(\.\d+)*$")  # libfoo.so, libcudart.so.12, libcublasLt.so.12.4.5.8
+WORKERS = 4  # cuobjdump runs at once: a directory of many small objects is bound by process starts
+
+
+def is_shared_object_name(name: str) -> bool:
+    """A shared object's file name: `.so`, optionally followed by numeric versions. Not `foo.so.py`,
+    `x.sources` or `ld.so.conf`, which `".so" in name` would take."""
+    return _SHARED_OBJECT_NAME.search(name) is not None
 
 
 def shared_objects(root: str) -> list[str]:
-    """Paths (relative to root, "/"-separated) of the ELF shared objects under root, sorted."""
+    """Paths (relative to root, "/"-separated) of the ELF shared objects under root, sorted. Symbolic
+    links are skipped: libfoo.so -> libfoo.so.12 is one library, judged once under its real name."""
     found = []
     for directory, _, files in os.walk(root):
         for name in files:
-            if ".so" not in name or name.endswith((".py", ".pyi", ".txt")):
+            if not is_shared_object_name(name):
                 continue
             path = os.path.join(directory, name)
             if os.path.islink(path) or not os.path.isfile(path):
                 continue
-            with open(path, "rb") as handle:
-                if handle.read(4) != b"\x7fELF":
-                    continue
+            try:
+                with open(path, "rb") as handle:
+                    if handle.read(4) != b"\x7fELF":
+                        continue
+            except OSError as exc:
+                raise UsageError(
+                    f"audit {path}: cannot read it ({exc.strerror})", fix="check its permissions"
+                ) from None
             found.append(os.path.relpath(path, root).replace(os.sep, "/"))
     return sorted(found)
 
@@ -70,12 +96,17 @@ def audit_tree(
     only: tuple[str, ...] | None = None,
 ) -> Audit:
     """Audit every shared object under `root` (or just the `only` paths, relative to it)."""
+    check_framework(framework)
     binary = cuobjdump_binary()
     paths = list(only) if only is not None else shared_objects(root)
-    framework = framework or framework_of(paths)
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # map keeps the sorted order
+        listed = list(pool.map(lambda path: read_kernels(os.path.join(root, path), binary), paths))
+    # found only among the libraries with device code: a framework is known from its kernels
+    framework = framework or framework_of(
+        [p for p, k in zip(paths, listed, strict=True) if k.has_device_code]
+    )
     libraries, plain = [], []
-    for path in paths:
-        kernels = read_kernels(os.path.join(root, path), binary)
+    for path, kernels in zip(paths, listed, strict=True):
         if not kernels.has_device_code:
             plain.append(path)
             continue
