@@ -52,7 +52,13 @@ def cuobjdump_binary() -> str:
             candidate = os.path.join(root, relative)
             if os.path.isfile(candidate):
                 if not os.access(candidate, os.X_OK):  # wheels do not always keep the mode bit
-                    os.chmod(candidate, 0o755)
+                    try:
+                        os.chmod(candidate, 0o755)
+                    except OSError:
+                        raise EnvbuildError(
+                            f"{candidate} is not executable, and envbuild may not make it so",
+                            fix=f"chmod +x {candidate} (or reinstall nvidia-cuda-cuobjdump)",
+                        ) from None
                 return candidate
     found = shutil.which("cuobjdump")
     if found:
