@@ -1,7 +1,7 @@
 """`envbuild audit IMAGE` on a real image: the Debian base with jax-cuda12-plugin 0.10.2's libraries
 from PyPI copied in, audited through the Engine (docker save, nothing run) and from the local
 registry by REPO@sha256 with no Engine at all; a K80 fails with the GPU's exact error, an RTX 5090
-gets native SASS; a later layer's whiteouts hide what it deleted.
+gets native SASS; a later layer's whiteouts hide what it deleted; `verify --gpu` gates before smoke.
 """
 
 from __future__ import annotations
@@ -146,3 +146,16 @@ def test_an_image_or_digest_that_does_not_exist_is_a_usage_error(
     assert main(["audit", missing]) == 2
     assert f"manifest sha256:{'0' * 64} not found in {images.registry}/{REPO}" in capsys.readouterr().err
 
+
+def test_verify_with_a_gpu_that_has_no_kernel_image_fails_before_the_smoke_step(
+    images: Images, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", images.plain, "--gpu", "K80", "--smoke-device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert "audit: sm_37 (Tesla K80): no-kernel-image" in err
+    assert f"the audit failed before the smoke step: Tesla K80: {NO_KERNEL} (" in err
+    # the image has no Python: past the gate, the smoke step is what fails
+    assert main(["verify", images.plain, "--gpu", "RTX 5090", "--smoke-device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert "audit: sm_120 (RTX 5090): native" in err and NO_KERNEL not in err
+    assert "smoke container" in err
