@@ -69,7 +69,7 @@ def judge_audit(audit: Audit, where: str) -> Gate:
     warnings = [no_device_code_warning(audit.framework)] if not counted else []
     document = {
         "framework": audit.framework,
-        "ok": audit.ok,
+        "ok": not audit.failures,  # the gate's rule, not `envbuild audit`'s: no device code only warns
         "gpus": gpus,
         "libraries": [
             {
