@@ -6,9 +6,9 @@ cuobjdump really reads it: it is listed as such, never an error."""
 
 from __future__ import annotations
 
-import _ctypes
 import gzip
 import hashlib
+import importlib.util
 import io
 import json
 import tarfile
@@ -26,7 +26,7 @@ OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 GZIP_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
 ZSTD_LAYER = "application/vnd.oci.image.layer.v1.tar+zstd"
-REAL_ELF = Path(_ctypes.__file__).read_bytes()
+REAL_ELF = Path(str(importlib.util.find_spec("_ctypes").origin)).read_bytes()  # type: ignore[union-attr]
 
 
 def digest_of(body: bytes) -> str:
