@@ -1,7 +1,8 @@
 """`envbuild build`: render -> build -> verify -> promote, per target, with a record for CI.
 
-An image gets a tag only after its smoke step passed: the build is untagged, verify runs the smoke
-program in a throwaway container, and promote adds a label-only layer and the tags (and pushes).
+An image gets a tag only after its audit and smoke step passed: the build is untagged, the audit gate
+reads its GPU kernels for the target's GPUs (image.auditgate), verify runs the smoke program in a
+throwaway container, and promote adds a label-only layer and the tags (and pushes).
 Every stage's outcome goes into build/<target>/record.json, written after each stage, so a failure,
 an interrupt or a registry error leaves a record of what happened and no tag. Every string of the
 record is redacted as it is written: its error and smoke fields carry Engine and registry text.
@@ -22,11 +23,13 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact, redact_values
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
+from envbuild.image.auditgate import audit_gate, summary
 from envbuild.image.promote import promote
 from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.render.context import check_destination, render_files, write_context
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import build_plan
+from envbuild.resolve.query import parse_gpu
 from envbuild.spec.lockfile import lock_path
 
 if TYPE_CHECKING:
@@ -222,6 +225,16 @@ def build_target(
             stage("build", started, steps=result.steps)
             say(f"{target.name}: built {result.image_id[:19]} in {result.seconds:.1f}s (untagged)")
 
+            started = time.perf_counter()  # the audit gate: no kernel image for a GPU fails before smoke
+            record["status"] = "auditing"
+            gpus = tuple(parse_gpu(text, matrix) for text in target.stack.gpus)
+            gate = audit_gate(result.image_id, gpus, plan.stack_document["framework"], target.name)
+            record["audit"] = gate.document
+            stage("audit", started, ok=gate.error is None)
+            for line in summary(gate).splitlines():
+                say(f"{target.name}: {line}")
+            gate.check()
+
             started = time.perf_counter()
             record["status"] = "verifying"
             verification = verify_image(
@@ -258,6 +271,7 @@ def build_target(
                 report=verification.report,
                 device=smoke_device,
                 push=options.push,
+                labels=gate.labels,
             )
             record["images"]["promoted"] = promotion.image_id
             record["tags"] = list(promotion.tags)

@@ -205,6 +205,16 @@ def verify(args: argparse.Namespace) -> int:
     from envbuild.image.verify import save_report, verify_image
     from envbuild.smoke.run import summary
 
+    if args.gpu:  # the audit gate first: a GPU with no kernel image fails before any container runs
+        from envbuild.image.auditgate import audit_gate
+        from envbuild.image.auditgate import summary as audit_summary
+        from envbuild.matrix.load import load_matrix
+        from envbuild.resolve.query import parse_gpu
+
+        matrix = load_matrix()
+        gate = audit_gate(args.image, tuple(parse_gpu(text, matrix) for text in args.gpu), None, args.image)
+        sys.stderr.write(audit_summary(gate))
+        gate.check()
     result = verify_image(
         args.image, device=args.smoke_device, steps=args.steps, precision=args.precision, timeout=args.timeout
     )

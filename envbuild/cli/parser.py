@@ -243,6 +243,14 @@ def _verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--report", metavar="FILE", help="write {image, device, report, report-digest} here for `promote`"
     )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        metavar="NAME_OR_CC",
+        default=[],
+        help="audit the image's kernels for this GPU before the smoke step; exit 1 when it has no kernel "
+        "image (repeatable)",
+    )
     add_json(parser, "the report as JSON")
 
 

@@ -9,6 +9,7 @@ classic builder, which adds no filesystem layer), carrying:
     io.envbuild.smoke.device=<cpu|gpu>
     io.envbuild.smoke.report-digest=sha256:<report_digest of {image, device, report}>
     io.envbuild.smoke.framework=<torch|tensorflow|jax>
+    io.envbuild.audit.<sm_XY>=<native|same-major|ptx-only>   (from `envbuild build`'s audit gate)
 
 Pushes report failures inside the progress stream rather than as an HTTP error, so every chunk is
 read and an "error"/"errorDetail" chunk counts as a failure; the digest comes from the
@@ -30,7 +31,7 @@ from envbuild._util.redact import redact
 from envbuild.errors import PromoteError, UsageError
 from envbuild.image.trust import trusted_report
 from envbuild.image.verify import report_digest, report_document
-from envbuild.oci.labels import SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
+from envbuild.oci.labels import AUDIT, SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
 from envbuild.oci.reference import registry_host, split_tag
 from envbuild.oci.registry import promote_by_digest
 from envbuild.smoke.report import gate_problems, validate
@@ -86,11 +87,13 @@ def promote(
     device: str,
     push: bool = False,
     retries: int = 3,
+    labels: dict[str, str] | None = None,
 ) -> Promotion:
     """Label the verified image `image_id`, tag it with every tag, and push them when `push`.
 
     `retries` is how many more times a failed push of one tag is tried (envbuild._util.http's policy).
-    The report is judged again here, with the gates of the smoke step, whoever calls.
+    The report is judged again here, with the gates of the smoke step, whoever calls. `labels`: more
+    io.envbuild.audit.* labels (the audit gate's verdicts) for the promoted image.
     """
     problems = ["report: not an object"] if not isinstance(report, dict) else []
     problems = problems or validate(report) or gate_problems(report, device)
@@ -112,7 +115,8 @@ def promote(
             fix="start dockerd, or point DOCKER_HOST at a running engine",
         ) from None
 
-    promoted = _label(client, image_id, labels_for(image_id, report, device))
+    extra = {key: value for key, value in (labels or {}).items() if key.startswith(AUDIT)}
+    promoted = _label(client, image_id, {**labels_for(image_id, report, device), **extra})
     for ref in tags:
         repository, tag = split_tag(ref)
         try:

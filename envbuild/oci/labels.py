@@ -29,6 +29,15 @@ VERIFIED = PREFIX + "verified"
 SMOKE_DEVICE = PREFIX + "smoke.device"
 SMOKE_REPORT_DIGEST = PREFIX + "smoke.report-digest"
 SMOKE_FRAMEWORK = PREFIX + "smoke.framework"
+# ... and one per GPU the audit judged: io.envbuild.audit.sm_90=native|same-major|ptx-only (the worst
+# verdict across the framework's libraries; none for a GPU whose libraries have no device code)
+AUDIT = PREFIX + "audit."
+
+
+def audit_label(gpu_key: str) -> str:
+    """ "sm_90" -> "io.envbuild.audit.sm_90"."""
+    return AUDIT + gpu_key
+
 
 # On the throwaway containers verify runs, so they can be found and cleaned up.
 ROLE = PREFIX + "role"

@@ -28,13 +28,14 @@ import re
 
 from envbuild._util.http import short_reason, with_retries
 from envbuild._util.redact import redact
-from envbuild.errors import EnvbuildError, UsageError
+from envbuild.errors import EnvbuildError, NotFound, UsageError
 from envbuild.oci.labels import VERIFIED
 from envbuild.oci.reference import DIGEST_RE, HUB_ALIASES, TAG_RE, Reference, parse_reference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
+    from typing import IO
 
     import requests
 
@@ -242,6 +243,93 @@ def promote_by_digest(
             )
         promoted.append((full, answered))
     return promoted
+
+
+LAYER_CHUNK = 1 << 20
+
+
+def stream_layers(
+    ref: str, *, docker_config: str | None = None, timeout: float = 60, retries: int = 3
+) -> Iterator[tuple[str, str, IO[bytes]]]:
+    """(digest, media type, a reader of the blob as stored) for each layer of `ref`, bottom layer first.
+
+    For `envbuild audit REPO@sha256:...`: the layers are read one at a time as the registry streams
+    them, never pulled into the Engine nor held whole in memory. An index (or manifest list) gives its
+    linux/amd64 image. Each reader must be read to its end before the next layer is asked for (the
+    generator drains what is left); its bytes are checked against the layer's digest there, and a
+    mismatch raises before the next layer: a caller uses what it read only once the generator is done.
+    """
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    body, media_type, _ = _fetch_manifest(session, parsed.digest or parsed.tag)
+    manifest = _json_object(body, f"the manifest of {session.where}")
+    if _is_index(manifest, media_type):
+        entry = _platform_entry(manifest, session.where)
+        body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
+        manifest = _json_object(body, f"the manifest {entry['digest']} of {session.where}")
+    layers = manifest.get("layers")
+    if not isinstance(layers, list):
+        raise EnvbuildError(
+            f"the manifest of {session.where} lists no layers ({media_type or 'no media type'})",
+            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
+        )
+    base = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/blobs"
+    for layer in layers:
+        digest = layer.get("digest") if isinstance(layer, dict) else None
+        if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+            raise EnvbuildError(
+                f"the manifest of {session.where} names a layer without a sha256 digest",
+                fix="push the image again with a current docker or buildx",
+            )
+        response = session.send("GET", f"{base}/{digest}", stream=True)
+        try:
+            if response.status_code != 200:
+                details = _error_details(response)
+                raise EnvbuildError(
+                    f"registry {parsed.registry} answered HTTP {response.status_code} for layer {digest} "
+                    f"of {session.where}" + (f" ({details})" if details else ""),
+                    fix="check that the image was pushed completely; retry later if the registry is busy",
+                )
+            reader = _CheckedReader(response.raw, digest, session.where)
+            yield digest, str(layer.get("mediaType") or ""), reader
+            reader.finish()
+        finally:
+            response.close()
+
+
+class _CheckedReader:
+    """A blob's bytes as the registry sends them (no transfer decoding), hashed as they are read."""
+
+    def __init__(self, raw: object, digest: str, where: str) -> None:
+        self.raw = raw
+        self.digest = digest
+        self.where = where
+        self.hash = hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        import requests
+        import urllib3
+
+        try:
+            data = self.raw.read(size if size is not None and size >= 0 else None, decode_content=False)  # type: ignore[attr-defined]
+        except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
+            raise EnvbuildError(
+                f"the registry connection broke while reading layer {self.digest} of {self.where}: "
+                f"{short_reason(exc)}",
+                fix="retry; if it persists, check the registry and the network between",
+            ) from None
+        self.hash.update(data)
+        return data
+
+    def finish(self) -> None:
+        """Read what the consumer left (a tar's end padding) and check the digest of it all."""
+        while self.read(LAYER_CHUNK):
+            pass
+        if "sha256:" + self.hash.hexdigest() != self.digest:
+            raise EnvbuildError(
+                f"layer {self.digest} of {self.where} does not match its digest",
+                fix="the registry or a proxy altered it; retry, and check the registry's storage",
+            )
 
 
 def _promotion_target(source: Reference, target: str) -> Reference:
@@ -733,11 +821,12 @@ class _Session:
         headers: dict[str, str],
         *,
         reference: str | None = None,
-    ) -> EnvbuildError:
+    ) -> NotFound:
         """Repository or tag not found: some registries (distribution 2.x) answer MANIFEST_UNKNOWN for
         both, so a 404 without NAME_UNKNOWN is told apart by asking for the repository's tag list.
 
-        `reference`: the tag or "sha256:..." asked for (default: the parsed reference's tag)."""
+        `reference`: the tag or "sha256:..." asked for (default: the parsed reference's tag). A NotFound,
+        so a caller for whom a missing image is bad input (`envbuild audit`) can say so with exit 2."""
         codes = _error_codes(response)
         if "NAME_UNKNOWN" not in codes:
             try:
@@ -747,17 +836,17 @@ class _Session:
             if probe is not None and probe.status_code == 404:
                 codes = _error_codes(probe)
         if "NAME_UNKNOWN" in codes:
-            return EnvbuildError(
+            return NotFound(
                 f"repository {self.parsed.repository} not found on registry {self.parsed.registry}",
                 fix="check the image name's spelling and registry; a private repository may need "
                 f"`docker login {self.parsed.registry}`",
             )
         if reference and DIGEST_RE.fullmatch(reference):
-            return EnvbuildError(
+            return NotFound(
                 f"manifest {reference} not found in {self.where}",
                 fix="check the digest; the manifest may have been deleted, or pushed to another repository",
             )
-        return EnvbuildError(
+        return NotFound(
             f"tag {reference or self.parsed.tag!r} not found in {self.where}",
             fix=f"check the tag's spelling, or list the tags with "
             f"GET /v2/{self.parsed.repository}/tags/list; push it first if it is your image",

@@ -102,7 +102,12 @@ def test_build_verify_promote_push(
     assert code == 0, printed.err
     rec = record(out)
     assert rec["ok"] is True and rec["status"] == "promoted" and rec["smoke"]["passed"] is True
-    assert set(rec["stages"]) == {"render", "build", "verify", "promote"} and rec["engine"]
+    assert set(rec["stages"]) == {"render", "build", "audit", "verify", "promote"} and rec["engine"]
+    # the audit gate ran on the CPU runner: torch's CPU wheel has no device code, and no GPU was asked
+    assert rec["audit"]["framework"] == "torch" and rec["audit"]["gpus"] == {}
+    assert rec["audit"]["warnings"] == [
+        "no device code in torch's libraries: a CPU build, so no GPU gets a verdict"
+    ]
     labels = json.loads(docker("image", "inspect", tag, "--format", "{{json .Config.Labels}}").stdout)
     assert labels["io.envbuild.verified"] == "true" and labels["io.envbuild.smoke.device"] == "cpu"
     # the record, the label and a `verify --report` file carry one digest of {image, device, report}
@@ -124,6 +129,33 @@ def test_build_verify_promote_push(
         == rec["images"]["promoted"]
     )
     assert "verified on CPU only" in printed.out
+
+
+def test_a_gpu_target_built_from_a_cpu_wheel_passes_the_audit_gate_with_a_warning_and_no_verdict(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    cleanup: list[str],
+    capsys,
+) -> None:
+    repository = "envbuild-test/audited"
+    tag = f"{repository}:torch2.13.0-e2e"
+    cleanup.append(tag)
+    spec = spec_for(tmp_path, repository)
+    spec.write_text(spec.read_text().replace('driver = "580"\n', 'driver = "580"\ngpus = ["H100"]\n', 1))
+    out = tmp_path / "build"
+    code = run_build(spec, out, wheelhouse, bookworm_image)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    rec = record(out)
+    assert rec["stages"]["audit"]["ok"] is True
+    assert rec["audit"]["gpus"] == {
+        "sm_90": {"names": ["H100"], "compute_capability": "9.0", "verdict": None}
+    }
+    assert "default: audit: sm_90 (H100): no verdict" in printed.out
+    assert "audit: warning: no device code in torch's libraries" in printed.out
+    labels = json.loads(docker("image", "inspect", tag, "--format", "{{json .Config.Labels}}").stdout)
+    assert not [key for key in labels if key.startswith("io.envbuild.audit.")]
 
 
 def test_failing_smoke_step_gets_no_tag(

@@ -190,6 +190,21 @@ def test_promote_labels_tags_and_pushes(
     assert resolve_digest(ref) == digest
 
 
+def test_promote_adds_the_audit_gates_verdicts_as_labels_and_nothing_else(
+    torch_image: str, passed_report: dict, promoted_cleanup: list[str]
+) -> None:
+    ref = "envbuild-test/promoted-audit:t1"
+    promoted_cleanup.append(ref)
+    verdicts = {"io.envbuild.audit.sm_90": "native", "io.envbuild.audit.sm_75": "ptx-only"}
+    smuggled = {"io.envbuild.verified": "false", "io.envbuild.smoke.device": "gpu"}  # not the gate's to set
+    promote(
+        image_id(torch_image), tags=[ref], report=passed_report, device="cpu", labels={**verdicts, **smuggled}
+    )
+    labels = inspect(ref)["Config"]["Labels"]
+    assert {key: labels[key] for key in verdicts} == verdicts
+    assert labels["io.envbuild.verified"] == "true" and labels["io.envbuild.smoke.device"] == "cpu"
+
+
 def test_promote_refuses_a_failed_report(torch_image: str, passed_report: dict) -> None:
     failed = dict(passed_report, passed=False)
     with pytest.raises(PromoteError, match="only images whose smoke step passed"):

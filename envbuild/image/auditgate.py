@@ -1,0 +1,110 @@
+"""The audit gate of `envbuild build` and `envbuild verify`: the image's GPU kernels, judged for the
+GPUs it is built for, before the smoke step, on any runner (a CPU CI included).
+
+The rule, in one place:
+
+- a GPU with **no kernel image** in a library the framework loads its kernels from fails the gate
+  (VerifyError, exit 1): the GPU would fail the first CUDA op with exactly that message, and the
+  image is not tagged;
+- native SASS, SASS of the same major and PTX JIT pass; the worst of them across the framework's
+  libraries is the GPU's verdict, in record.json and in the promoted image's
+  `io.envbuild.audit.<sm_XY>` label;
+- framework libraries **without device code** (a CPU-only wheel: the test images are CPU builds by
+  necessity) pass with a warning in the record and no verdict or label for the GPU. A CPU-only build
+  in a GPU image is broken too, but the smoke step on a GPU runner is what proves that; the gate
+  fails only on what the artifact shows will not run;
+- a target without GPUs gets the kernels listed, and no verdict.
+"""
+
+from __future__ import annotations
+
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.audit.verdict import NATIVE, NO_KERNEL, NO_KERNEL_MESSAGE, PTX_ONLY, RUNS, SAME_MAJOR
+from envbuild.errors import VerifyError
+from envbuild.image.filesystem import audit_image
+from envbuild.matrix.versions import format_cc, sm_name
+from envbuild.oci.labels import audit_label
+
+if TYPE_CHECKING:
+    from envbuild.audit.tree import Audit
+    from envbuild.matrix.model import Gpu
+
+WORST_LAST = (NATIVE, SAME_MAJOR, PTX_ONLY, NO_KERNEL)
+
+
+def no_device_code_warning(framework: str | None) -> str:
+    whose = f"{framework}'s libraries" if framework else "the image's libraries"
+    return f"no device code in {whose}: a CPU build, so no GPU gets a verdict"
+
+
+class Gate(Record):
+    """document: what record.json keeps under "audit"; labels: io.envbuild.audit.* for promote;
+    error: the VerifyError that fails the stage, or None."""
+
+    __slots__ = ("document", "labels", "error")
+    document: dict
+    labels: dict[str, str]
+    error: VerifyError | None
+
+    def warnings(self) -> list[str]:
+        return list(self.document["warnings"])
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+def judge_audit(audit: Audit, where: str) -> Gate:
+    """The gate's answer for an audit already made (`where` starts the error message)."""
+    counted = [library for library in audit.libraries if library.counts]
+    gpus: dict[str, dict] = {}
+    for gpu in audit.gpus:
+        verdicts = [dict(library.verdicts)[gpu.name] for library in counted]
+        entry = gpus.setdefault(
+            sm_name(gpu.cc), {"names": [], "compute_capability": format_cc(gpu.cc), "verdict": None}
+        )
+        entry["names"].append(gpu.name)
+        if verdicts:
+            entry["verdict"] = max(verdicts, key=WORST_LAST.index)
+    warnings = [no_device_code_warning(audit.framework)] if not counted else []
+    document = {
+        "framework": audit.framework,
+        "ok": not audit.failures,  # the gate's rule, not `envbuild audit`'s: no device code only warns
+        "gpus": gpus,
+        "libraries": [
+            {
+                "path": library.path,
+                "sass": list(library.kernels.sass),
+                "ptx": list(library.kernels.ptx),
+                "counts": library.counts,
+            }
+            for library in audit.libraries
+        ],
+        "without_device_code": len(audit.without_device_code),
+        "warnings": warnings,
+    }
+    labels = {audit_label(key): entry["verdict"] for key, entry in gpus.items() if entry["verdict"] in RUNS}
+    error = None
+    if audit.failures:
+        failed = "; ".join(f"{gpu}: {NO_KERNEL_MESSAGE} ({path})" for gpu, path in audit.failures)
+        error = VerifyError(
+            f"{where}: the audit failed before the smoke step: {failed}",
+            fix="nothing was tagged; pick a framework build whose kernels cover these GPUs, or drop "
+            "them from the target (`envbuild audit IMAGE --gpu GPU` lists each library's SASS and PTX)",
+        )
+    return Gate(document=document, labels=labels, error=error)
+
+
+def audit_gate(image: str, gpus: tuple[Gpu, ...], framework: str | None, where: str) -> Gate:
+    """Audit `image` (a local image id or name, or REPO@sha256:...) and judge it for `gpus`."""
+    return judge_audit(audit_image(image, gpus, framework), where)
+
+
+def summary(gate: Gate) -> str:
+    """One line per GPU key, and the warnings, for a terminal."""
+    lines = [
+        f"audit: {key} ({', '.join(entry['names'])}): {entry['verdict'] or 'no verdict'}"
+        for key, entry in gate.document["gpus"].items()
+    ]
+    lines += [f"audit: warning: {warning}" for warning in gate.document["warnings"]]
+    return "\n".join(lines) + ("\n" if lines else "")

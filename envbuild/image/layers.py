@@ -1,0 +1,165 @@
+"""An image's shared objects from its layer tarballs, as the image's filesystem has them.
+
+`envbuild audit` reads the GPU kernels of an image without running it, so it rebuilds just the part
+of the filesystem it needs: the ELF shared objects. Layers are applied bottom first, with the OCI
+whiteout rules, so a library a later layer deleted or replaced is not audited:
+
+- `DIR/.wh.NAME` deletes NAME (a file, or a directory and all under it) from the layers below;
+- `DIR/.wh..wh..opq` (opaque directory) hides everything the layers below had in DIR;
+- any other entry at a path replaces what the layers below had there (a symlink over a library, a
+  file over a directory), and a library inside a path that became a file is gone too.
+
+Whiteouts act on the layers below only, so each layer's changes are collected first and applied as a
+whole. Layers may be read in any order (`docker save` writes manifest.json, which gives the order,
+after the layers): `Layers.read` takes one tarball at a time and `Layers.extract` applies them in the
+order given. Only the shared objects' bytes are kept on disk (under a temporary directory); member
+names are normalised inside the image's root (`/x.so` and `../x.so` are `x.so`), so no name can
+write outside the directory the audit reads.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shutil
+import tarfile
+
+from envbuild._util.record import TYPE_CHECKING
+from envbuild.errors import EnvbuildError
+
+if TYPE_CHECKING:
+    from typing import IO
+
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+_SHARED_OBJECT = re.compile(r"\.so(\.[0-9][0-9.]*)?$")  # libx.so, libx.so.12, libx.so.9.1.0
+_ELF = b"\x7fELF"
+_CHUNK = 1 << 20
+
+
+def is_shared_object_name(path: str) -> bool:
+    return bool(_SHARED_OBJECT.search(posixpath.basename(path)))
+
+
+def _clean(name: str) -> str | None:
+    """ "./usr/lib/x.so" -> "usr/lib/x.so", "../x.so" -> "x.so"; None for the root itself."""
+    path = posixpath.normpath("/" + name).lstrip("/")
+    return path or None
+
+
+class _Changes:
+    """What one layer does to the paths below it: deletions (whiteouts and replacements) and the
+    shared objects it adds (path -> the file holding its bytes)."""
+
+    def __init__(self) -> None:
+        self.deleted: set[str] = set()  # the path and everything under it
+        self.opaque: set[str] = set()  # everything under the directory
+        self.replaced: set[str] = set()  # non-directory entries: the path, and anything under it
+        self.added: dict[str, str] = {}
+
+
+class Layers:
+    """Collects layers' changes under `scratch`, then writes the image's shared objects to a tree."""
+
+    def __init__(self, scratch: str) -> None:
+        self.scratch = scratch
+        self.store = os.path.join(scratch, "blobs")
+        os.makedirs(self.store, exist_ok=True)
+        self.changes: dict[str, _Changes] = {}
+        self.count = 0
+
+    def read(self, key: str, stream: IO[bytes], where: str) -> None:
+        """Read one layer tarball (plain, gzip, bzip2 or xz) from `stream`, sequentially."""
+        changes = _Changes()
+        try:
+            with tarfile.open(fileobj=stream, mode="r|*") as archive:
+                for member in archive:
+                    self._member(archive, member, changes)
+        except (tarfile.TarError, EOFError, ValueError) as exc:  # tarfile turns zlib/lzma errors into these
+            raise EnvbuildError(
+                f"layer {key} of {where} is not a readable tar archive ({exc})",
+                fix="check the image (docker image inspect); zstd layers are not supported, push with gzip",
+            ) from None
+        except OSError as exc:  # reading the stream raises EnvbuildError: this is the scratch disk
+            raise EnvbuildError(
+                f"could not keep the shared objects of layer {key} under {self.scratch}: {exc}",
+                fix="free space under the temporary directory, or point TMPDIR at a larger disk",
+            ) from None
+        self.changes[key] = changes
+
+    def _member(self, archive: tarfile.TarFile, member: tarfile.TarInfo, changes: _Changes) -> None:
+        path = _clean(member.name)
+        if path is None:
+            return
+        parent, name = posixpath.split(path)
+        if name == OPAQUE:
+            changes.opaque.add(parent)
+            return
+        if name.startswith(WHITEOUT):
+            changes.deleted.add(posixpath.join(parent, name[len(WHITEOUT) :]))
+            return
+        if member.isdir():
+            return
+        changes.replaced.add(path)
+        if not is_shared_object_name(path):
+            return
+        if member.isfile():
+            source = archive.extractfile(member)
+            if source is None:
+                return
+            head = source.read(len(_ELF))
+            if head != _ELF:
+                return
+            self.count += 1
+            stored = os.path.join(self.store, str(self.count))
+            with open(stored, "wb") as out:
+                out.write(head)
+                shutil.copyfileobj(source, out, _CHUNK)
+            changes.added[path] = stored
+        elif member.islnk():  # a hard link to a library earlier in the same layer
+            target = _clean(member.linkname)
+            if target in changes.added:
+                changes.added[path] = changes.added[target]
+
+    def extract(self, order: list[str], root: str) -> int:
+        """Apply the layers named in `order` (bottom first) and write the surviving shared objects
+        under `root`; how many there are. A key that was never read is an error."""
+        missing = [key for key in order if key not in self.changes]
+        if missing:
+            raise EnvbuildError(
+                f"the image's layer list names {missing[0]}, which its archive does not hold",
+                fix="check the image (docker image inspect); save or push it again",
+            )
+        kept: dict[str, str] = {}
+        for key in order:
+            changes = self.changes[key]
+            gone = changes.deleted | changes.replaced
+            for path in list(kept):
+                if path in gone or _under_any(path, gone) or _under_any(path, changes.opaque):
+                    del kept[path]
+            for path, stored in changes.added.items():
+                kept[path] = stored
+        for path, stored in sorted(kept.items()):
+            destination = os.path.join(root, *path.split("/"))
+            os.makedirs(os.path.dirname(destination), exist_ok=True)
+            if os.path.exists(destination):  # a hard link's second name
+                continue
+            try:
+                os.link(stored, destination)
+            except OSError:
+                shutil.copyfile(stored, destination)
+        return len(kept)
+
+
+def _under_any(path: str, directories: set[str]) -> bool:
+    """Whether a parent directory of `path` is in `directories` (the root "" is everyone's parent)."""
+    if not directories:
+        return False
+    parent = posixpath.dirname(path)
+    while True:
+        if parent in directories:
+            return True
+        if not parent:
+            return False
+        parent = posixpath.dirname(parent)
