@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import os
 import posixpath
-import re
 import shutil
 import tarfile
 
 from envbuild._util.record import TYPE_CHECKING
+from envbuild.audit.tree import is_shared_object_name
 from envbuild.errors import EnvbuildError
 
 if TYPE_CHECKING:
@@ -33,13 +33,8 @@ if TYPE_CHECKING:
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
-_SHARED_OBJECT = re.compile(r"\.so(\.[0-9][0-9.]*)?$")  # libx.so, libx.so.12, libx.so.9.1.0
 _ELF = b"\x7fELF"
 _CHUNK = 1 << 20
-
-
-def is_shared_object_name(path: str) -> bool:
-    return bool(_SHARED_OBJECT.search(posixpath.basename(path)))
 
 
 def _clean(name: str) -> str | None:
@@ -102,7 +97,7 @@ class Layers:
         if member.isdir():
             return
         changes.replaced.add(path)
-        if not is_shared_object_name(path):
+        if not is_shared_object_name(posixpath.basename(path)):
             return
         if member.isfile():
             source = archive.extractfile(member)
