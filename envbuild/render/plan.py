@@ -318,7 +318,11 @@ def locked_base(lock: LockedTarget, image: str, *, overridden: bool, where: str)
     different --base-image, and either way not what this build was asked for."""
     locked, named = parse_reference(lock.base_image), parse_reference(image)
     same_repository = (locked.api_host, locked.repository) == (named.api_host, named.repository)
-    if not same_repository or (named.digest and named.digest != locked.digest):
+    # the tag is what the spec, matrix or --base-image name (a digest-only reference has none to
+    # compare); only the digest is the lock's own
+    names_a_tag = not (named.digest and image.strip() == f"{named.name}@{named.digest}")
+    same_tag = locked.tag == named.tag or not names_a_tag
+    if not same_repository or not same_tag or (named.digest and named.digest != locked.digest):
         hint = (
             ""
             if overridden

@@ -194,6 +194,7 @@ EDITS = {
     "other base repository": lambda lock: _edit_target(
         lock, base_image="evil.example/debian:bookworm@sha256:" + OTHER_HEX
     ),
+    "other base tag": lambda lock: _edit_target(lock, base_image="debian:0@sha256:" + "a" * 64),
     "renamed target": lambda lock: _edit_target(lock, name="renamed"),
     "removed target": lambda lock: lock.replace(targets=()),
     "other spec digest": lambda lock: lock.replace(spec_digest=OTHER_HEX),
