@@ -164,7 +164,11 @@ def test_resolve_json_carries_arch_source_and_no_arch_caveat(tmp_path: Path) -> 
     matrix = load_matrix(_measured_mini(tmp_path, keep_confidence=False))
     assert check_matrix(matrix) == []
     for current, source, caveats in (
-        (before, None, ["frameworks/fw.toml [[release]] 1.0.1 variant cu124 is unconfirmed: arch list assumed"]),
+        (
+            before,
+            None,
+            ["frameworks/fw.toml [[release]] 1.0.1 variant cu124 is unconfirmed: arch list assumed"],
+        ),
         (matrix, WHEEL, []),
     ):
         result = resolve(current, build_query(current, driver="550", frameworks=["fw"], limit=10))
@@ -190,6 +194,8 @@ def test_matrix_schema_rejects_an_arch_source_without_a_sha256(tmp_path: Path) -
 
     root = write_minimatrix(tmp_path / "mini")
     fw = root / "frameworks" / "fw.toml"
-    fw.write_text(fw.read_text().replace('confidence = "unconfirmed"', 'arch_source = "https://x.org/a.whl"', 1))
+    fw.write_text(
+        fw.read_text().replace('confidence = "unconfirmed"', 'arch_source = "https://x.org/a.whl"', 1)
+    )
     with pytest.raises(MatrixError, match=r"arch_source.*expected the audited wheel as"):
         load_matrix(root)
