@@ -14,14 +14,13 @@ import os
 import struct
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from envbuild._util.record import Record
 from envbuild.errors import EnvbuildError
 from envbuild.refresh.upstream import Http, RemoteWheel, malformed, open_wheel
 
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # PK\3\4 ... name length, extra length
-_LOCAL_SLACK = 64 * 1024  # a member's local extra field may be longer than its central one
 _CHUNK = 1024 * 1024
 
 
@@ -65,12 +64,59 @@ def _target(directory: str, name: str, url: str) -> str:
 
 
 def _fetch_member(http: Http, wheel: RemoteWheel, member: zipfile.ZipInfo, target: str) -> None:
-    """One streamed range request: the local header, then the data, inflated and CRC-checked."""
+    """A streamed range request for the local header and data, inflated and CRC-checked. The request
+    assumes the local extra field is as long as the central one (it is in wheels); when it is longer,
+    a second request fetches the rest."""
     if member.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
         raise malformed(wheel.url, f"member {member.filename} uses zip method {member.compress_type}")
     start = member.header_offset
-    stop = min(wheel.size, start + _LOCAL_HEADER.size + len(member.filename.encode()) + _LOCAL_SLACK
-               + member.compress_size) - 1  # fmt: skip
+    guess = _LOCAL_HEADER.size + len(member.filename.encode()) + len(member.extra) + member.compress_size
+    chunks = _stream(http, wheel, start, min(wheel.size, start + guess) - 1)
+    buffer = b""
+    while len(buffer) < _LOCAL_HEADER.size and (chunk := next(chunks, b"")):
+        buffer += chunk
+    fields = _LOCAL_HEADER.unpack(buffer[: _LOCAL_HEADER.size]) if len(buffer) >= _LOCAL_HEADER.size else None
+    if fields is None or fields[0] != b"PK\x03\x04":
+        raise malformed(wheel.url, f"no local header for {member.filename} at offset {start}")
+    data_start = start + _LOCAL_HEADER.size + fields[9] + fields[10]
+    data_end = data_start + member.compress_size
+    position = start + len(buffer)  # the absolute offset just after what `buffer` holds
+    pending = buffer[data_start - start :] if position > data_start else b""
+    skip = max(0, data_start - position)
+    inflate = zlib.decompressobj(-15) if member.compress_type == zipfile.ZIP_DEFLATED else None
+    crc = written = 0
+    with open(target, "wb") as sink:
+        while True:
+            pending = pending[: max(0, data_end - (position - len(pending)))] if pending else pending
+            if pending:
+                out = inflate.decompress(pending) if inflate else pending
+                crc, written = zlib.crc32(out, crc), written + len(out)
+                sink.write(out)
+            if position >= data_end:
+                break
+            chunk = next(chunks, b"")
+            if not chunk:  # the local extra field was longer than the central one: fetch the rest
+                chunks = _stream(http, wheel, position, data_end - 1)
+                chunk = next(chunks, b"")
+                if not chunk:
+                    break
+            position += len(chunk)
+            dropped = min(skip, len(chunk))
+            pending, skip = chunk[dropped:], skip - dropped
+        if inflate is not None:
+            tail = inflate.flush()
+            crc, written = zlib.crc32(tail, crc), written + len(tail)
+            sink.write(tail)
+    if crc != member.CRC or written != member.file_size:
+        raise malformed(
+            wheel.url,
+            f"member {member.filename} came back damaged ({written} of {member.file_size} bytes, "
+            f"CRC {'ok' if crc == member.CRC else 'wrong'})",
+        )
+
+
+def _stream(http: Http, wheel: RemoteWheel, start: int, stop: int) -> Iterator[bytes]:
+    """The bytes start..stop (inclusive) of the wheel, chunk by chunk, counted as they arrive."""
     response = http.get(wheel.url, headers={"Range": f"bytes={start}-{stop}"}, stream=True)
     if response.status_code != 206:
         raise EnvbuildError(
@@ -78,48 +124,7 @@ def _fetch_member(http: Http, wheel: RemoteWheel, member: zipfile.ZipInfo, targe
             f"for bytes {start}-{stop})",
             fix="retry later; nothing was written",
         )
-    stream = response.iter_content(_CHUNK)
-    buffer = b""
-    header_size = _LOCAL_HEADER.size
-    for chunk in stream:
-        buffer += chunk
-        if len(buffer) >= header_size:
-            break
-    fields = _LOCAL_HEADER.unpack(buffer[:header_size]) if len(buffer) >= header_size else None
-    if fields is None or fields[0] != b"PK\x03\x04":
-        raise malformed(wheel.url, f"no local header for {member.filename} at offset {start}")
-    skip = header_size + fields[9] + fields[10]
-    remaining = member.compress_size
-    inflate = zlib.decompressobj(-15) if member.compress_type == zipfile.ZIP_DEFLATED else None
-    crc, written = 0, 0
-    received = len(buffer)
-    with open(target, "wb") as sink:
-        pending = buffer
-        while True:
-            if skip:
-                dropped = min(skip, len(pending))
-                pending, skip = pending[dropped:], skip - dropped
-            if pending and remaining:
-                data, pending = pending[:remaining], b""
-                remaining -= len(data)
-                out = inflate.decompress(data) if inflate else data
-                crc, written = zlib.crc32(out, crc), written + len(out)
-                sink.write(out)
-            if not remaining:
-                break
-            pending = next(stream, b"")
-            if not pending:
-                break
-            received += len(pending)
-        if inflate is not None:
-            tail = inflate.flush()
-            crc, written = zlib.crc32(tail, crc), written + len(tail)
-            sink.write(tail)
-    response.close()
-    http.bytes_read += received
-    if remaining or crc != member.CRC or written != member.file_size:
-        raise malformed(
-            wheel.url,
-            f"member {member.filename} came back damaged ({written} of {member.file_size} bytes, "
-            f"CRC {'ok' if crc == member.CRC else 'wrong'})",
-        )
+    with response:
+        for chunk in response.iter_content(_CHUNK):
+            http.bytes_read += len(chunk)
+            yield chunk
