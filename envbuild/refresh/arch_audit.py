@@ -150,8 +150,9 @@ class ArchAudit:
             detail = f"{newest.wheel.filename}: the index gives no sha256 to name the wheel by"
             return [self._finding("flag", subject, detail, newest.wheel.url, None)]
         arch_source = f"{newest.wheel.url}#sha256={newest.wheel.sha256}"
-        if comparison.confirmed and variant.get("arch_source") == arch_source and "confidence" not in variant:
-            return []  # measured before, from this very wheel
+        same_wheel = str(variant.get("arch_source", "")).endswith(f"#sha256={newest.wheel.sha256}")
+        if comparison.confirmed and same_wheel and "confidence" not in variant:
+            return []  # measured before from this very wheel (a mirror may name it by another URL)
         findings = [self._correction(variant, subject, audited, comparison, arch_source)]
         if missing:
             findings.append(self._finding("flag", subject, "; ".join(missing), self.pypi_url, None))
@@ -171,7 +172,7 @@ class ArchAudit:
         said = "" if comparison.confirmed else f"; the row said {variant['arch']}"
         note = (
             f"Arch list measured by `envbuild matrix refresh --audit` on {self.day}: the SASS and PTX "
-            f"of {libraries} in {newest.wheel.filename} (every release of the row read: {versions}){said}."
+            f"of {libraries} in {newest.wheel.filename} (releases read: {versions}){said}."
         )
         if newest.measured.specific:
             note += f" Also arch-specific SASS {', '.join(newest.measured.specific)} (that exact GPU only)."
