@@ -39,9 +39,12 @@ class WheelKernels(Record):
     bytes_read: int
 
 
-def kernel_package(framework: str, package: str, variant: dict[str, Any]) -> str | None:
+def kernel_package(framework: str, package: str, row: dict[str, Any], variant: dict[str, Any]) -> str | None:
     """The PyPI project whose wheel holds the variant's kernels, or None when the variant is not
-    installed from PyPI (its arch list cannot be read here)."""
+    installed from PyPI (its arch list cannot be read here). A variant hosted on its own index that
+    the row names as `pypi_variant` is the very build PyPI serves (torch's default CUDA build)."""
+    if row.get("pypi_variant") == variant["name"]:
+        return package
     if not variant["index_url"].startswith(PYPI_INDEX):
         return None
     if framework == "jax":
@@ -78,7 +81,7 @@ class ArchAudit:
         for row in self.data["release"]:
             for variant in row["variant"]:
                 subject = f"{self.name} {row['versions'][0]} {variant['name']}"
-                project = kernel_package(self.name, self.package, variant)
+                project = kernel_package(self.name, self.package, row, variant)
                 if project is None:
                     off_pypi.append(subject)
                     continue

@@ -16,6 +16,7 @@ from envbuild.audit.kernels import Kernels
 from envbuild.errors import UsageError
 from envbuild.matrix.check import check_matrix
 from envbuild.matrix.load import load_matrix
+from envbuild.refresh.arch_audit import kernel_package
 from envbuild.refresh.edit import apply_edit
 from envbuild.refresh.kernel_facts import compare, measure
 from envbuild.refresh.model import Edit
@@ -139,6 +140,26 @@ def test_set_variant_edit_sets_adds_and_drops_keys_of_that_variant_only() -> Non
     )
     assert text.endswith('versions = ["0.9.0"]\n\n  [[release.variant]]\n  name = "cu124"\n  arch = "8.0"\n'
                          '  source = "https://example.org/primary"\n')  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("framework", "row", "variant", "project"),
+    [
+        ("jax", {}, {"name": "cuda12", "index_url": "https://pypi.org/simple", "extra": "cuda12"},
+         "jax-cuda12-plugin"),
+        ("jax", {}, {"name": "cuda12", "index_url": "https://storage.googleapis.com/jax-releases/x.html",
+                     "extra": "cuda12_pip"}, None),
+        ("tensorflow", {}, {"name": "cuda12.5", "index_url": "https://pypi.org/simple"}, "tensorflow"),
+        ("torch", {"pypi_variant": "cu126"}, {"name": "cu126", "index_url": "https://download.pytorch.org/whl/cu126"},
+         "torch"),
+        ("torch", {"pypi_variant": "cu126"}, {"name": "cu118", "index_url": "https://download.pytorch.org/whl/cu118"},
+         None),
+    ],
+)  # fmt: skip
+def test_which_wheel_holds_a_variants_kernels(
+    framework: str, row: dict, variant: dict, project: str | None
+) -> None:
+    assert kernel_package(framework, framework, row, variant) == project
 
 
 def test_audit_flag_values() -> None:
