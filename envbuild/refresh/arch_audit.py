@@ -14,11 +14,13 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import subprocess
 import tempfile
+from collections import Counter
 from typing import Any
 
 from envbuild._util.record import Record
-from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
+from envbuild.audit.kernels import cuobjdump_binary, read_kernels
 from envbuild.audit.libraries import FRAMEWORK_LIBRARIES
 from envbuild.errors import EnvbuildError
 from envbuild.refresh.kernel_facts import Comparison, Measured, compare, measure
@@ -28,6 +30,7 @@ from envbuild.refresh.pypi import _pick_wheel
 from envbuild.refresh.upstream import DistFile, Http, pypi_releases
 
 PYPI_INDEX = "https://pypi.org/simple"
+_ENTRY_ARCH_RE = re.compile(r"^(?:ELF|PTX) file\s+\d+:.*\.sm_(\d+[af]?)\.(?:cubin|ptx)$")
 
 
 class WheelKernels(Record):
@@ -51,6 +54,21 @@ def kernel_package(framework: str, package: str, row: dict[str, Any], variant: d
         match = re.fullmatch(r"cuda(\d+)", variant.get("extra") or "")
         return f"jax-cuda{match.group(1)}-plugin" if match else None
     return package
+
+
+def entry_counts(path: str, binary: str) -> Counter[str]:
+    """How many fatbin entries the library has per architecture ("sm_90": 274, "compute_90": 273):
+    read_kernels gives the sets; the counts tell a build's arch list from a few special kernels."""
+    counts: Counter[str] = Counter()
+    for flag, prefix in (("--list-elf", "sm_"), ("--list-ptx", "compute_")):
+        done = subprocess.run(
+            [binary, flag, path], capture_output=True, text=True, errors="replace", check=False
+        )
+        for line in done.stdout.splitlines():
+            match = _ENTRY_ARCH_RE.search(line.strip())
+            if match:
+                counts[prefix + match.group(1)] += 1
+    return counts
 
 
 def kernel_member(framework: str, name: str) -> bool:
@@ -106,23 +124,21 @@ class ArchAudit:
             return f"no Linux x86_64 wheel of {project} {version} on PyPI"
         with tempfile.TemporaryDirectory(prefix="envbuild-refresh-audit-") as scratch:
             read = read_members(self.http, wheel.url, lambda n: kernel_member(self.name, n), scratch)
-            kernels: list[Kernels] = []
-            libraries = []
+            counts: dict[str, Counter[str]] = {}
             for path in read.paths:
                 try:
                     found = read_kernels(os.path.join(scratch, path), self.binary)
                 except EnvbuildError as exc:  # e.g. cuobjdump 13 refuses sm_35 entries: this row only
                     return f"{wheel.filename}: {path}: {exc.message}"
                 if found.has_device_code:
-                    kernels.append(found)
-                    libraries.append(path)
-        if not kernels:
+                    counts[path] = entry_counts(os.path.join(scratch, path), self.binary)
+        if not counts:
             return f"{wheel.filename} has no kernel library with device code"
         return WheelKernels(
             version=version,
             wheel=wheel,
-            measured=measure(kernels),
-            libraries=tuple(libraries),
+            measured=measure(counts),
+            libraries=tuple(counts),
             bytes_read=read.bytes_read,
         )
 
@@ -134,13 +150,14 @@ class ArchAudit:
             (missing if isinstance(result, str) else audited).append(result)  # type: ignore[arg-type]
         if not audited:
             return [self._finding("flag", subject, "; ".join(missing), self.pypi_url, None)]
-        groups: dict[Measured, list[WheelKernels]] = {}
-        for one in audited:
-            groups.setdefault(one.measured, []).append(one)
+        groups: dict[tuple[frozenset, frozenset], list[WheelKernels]] = {}
+        for one in audited:  # the arch list decides; the counts of special kernels may vary by release
+            groups.setdefault((one.measured.sass, one.measured.ptx), []).append(one)
         if len(groups) > 1:
             parts = [
-                f"{', '.join(w.version for w in group)}: {compare(variant['arch'], measured).proposed}"
-                for measured, group in groups.items()
+                f"{', '.join(w.version for w in group)}: "
+                + compare(variant["arch"], group[0].measured).proposed
+                for group in groups.values()
             ]
             detail = (
                 "the releases of the row carry different kernels, so the row needs splitting: "
@@ -172,11 +189,15 @@ class ArchAudit:
         newest = audited[-1]
         versions = ", ".join(w.version for w in audited)
         libraries = ", ".join(os.path.basename(path) for path in newest.libraries)
+        core = "the most entries" if len(newest.libraries) > 1 else "its entries"
         said = "" if comparison.confirmed else f"; the row said {variant['arch']}"
         note = (
             f"Arch list measured by `envbuild matrix refresh --audit` on {self.day}: the SASS and PTX "
-            f"of {libraries} in {newest.wheel.filename} (releases read: {versions}){said}."
+            f"in most fatbin entries of the kernel library with {core} among {libraries} in "
+            f"{newest.wheel.filename} (releases read: {versions}){said}."
         )
+        if newest.measured.extra:
+            note += f" Outside the build's list: {'; '.join(newest.measured.extra)}."
         if newest.measured.specific:
             note += f" Also arch-specific SASS {', '.join(newest.measured.specific)} (that exact GPU only)."
         if variant.get("note"):

@@ -8,11 +8,11 @@ PTX compute_120 where its row said sm_50,...,sm_100,compute_120.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from envbuild.audit.kernels import Kernels
 from envbuild.errors import UsageError
 from envbuild.matrix.check import check_matrix
 from envbuild.matrix.load import load_matrix
@@ -26,16 +26,32 @@ from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import resolve
 from tests.helpers.minimatrix import write_minimatrix
 
-JAX_0102 = Kernels(
-    sass=("sm_50", "sm_60", "sm_70", "sm_80", "sm_90", "sm_100", "sm_101", "sm_120"), ptx=("compute_120",)
-)
-WHEEL = "https://files.example.org/fw-1.0.1-cp311-cp311-manylinux_2_28_x86_64.whl#sha256=" + "ab" * 32
 
-# (row arch, measured kernels of each counted library) -> (confirmed, proposed arch, differences)
+def lib(*arches: str, n: int = 3, **special: int) -> Counter[str]:
+    """A library's fatbin entry counts: `n` of each listed arch, and a few special ones."""
+    return Counter({**dict.fromkeys(arches, n), **special})
+
+
+JAX_0102 = {
+    "jax_cuda12_plugin/_linalg.so": lib(
+        "sm_50", "sm_60", "sm_70", "sm_80", "sm_90", "sm_100", "sm_101", "sm_120", "compute_120"
+    )
+}
+WHEEL = "https://files.example.org/fw-1.0.1-cp311-cp311-manylinux_2_28_x86_64.whl#sha256=" + "ab" * 32
+TORCH_28 = {  # torch 2.8.0's PyPI wheel: 393 cubins per listed arch, one sm_89 kernel, linalg on its own list
+    "torch/lib/libtorch_cuda.so": lib(
+        "sm_70", "sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", n=393, sm_89=1, sm_90a=4
+    ),
+    "torch/lib/libtorch_cuda_linalg.so": lib(
+        "sm_50", "sm_60", "sm_70", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", n=107
+    ),
+}
+
+# (row arch, entry counts per library) -> (confirmed, proposed arch, differences)
 CASES = [
     pytest.param(
         "sm_50,sm_60,sm_70,sm_80,sm_90,sm_100,compute_120",
-        [JAX_0102],
+        JAX_0102,
         False,
         "sm_50,sm_60,sm_70,sm_80,sm_90,sm_100,sm_101,sm_120,compute_120",
         ("SASS sm_101 in the wheel, not in the row", "SASS sm_120 in the wheel, not in the row"),
@@ -43,23 +59,23 @@ CASES = [
     ),
     pytest.param(
         "sm_50,sm_60,sm_70,sm_80,sm_90,sm_100,sm_101,sm_120,compute_120",
-        [JAX_0102],
+        JAX_0102,
         True,
         "sm_50,sm_60,sm_70,sm_80,sm_90,sm_100,sm_101,sm_120,compute_120",
         (),
         id="confirmed",
     ),
     pytest.param(
-        "5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX",  # TORCH_CUDA_ARCH_LIST notation is kept where it can say it
-        [Kernels(sass=("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"), ptx=("compute_90",))],
+        "7.0;7.5;8.0;8.6;9.0;10.0;12.0",  # the core library's list; sm_89 and linalg's 5.0/6.0 are not
+        TORCH_28,
         True,
-        "5.0;6.0;7.0;7.5;8.0;8.6;9.0+PTX",
+        "7.0;7.5;8.0;8.6;9.0;10.0;12.0",
         (),
-        id="torch-notation-confirmed",
+        id="torch-2.8-core-library-main-set",
     ),
     pytest.param(
         "7.5;8.0;12.0+PTX",
-        [Kernels(sass=("sm_75", "sm_80", "sm_120"), ptx=())],
+        {"torch/lib/libtorch_cuda.so": lib("sm_75", "sm_80", "sm_120")},
         False,
         "7.5;8.0;12.0",
         ("PTX compute_120 in the row, not in the wheel",),
@@ -67,23 +83,15 @@ CASES = [
     ),
     pytest.param(
         "8.0;9.0",  # PTX without SASS of its capability cannot be said in torch notation
-        [Kernels(sass=("sm_80",), ptx=("compute_90",))],
+        {"a.so": lib("sm_80", "compute_90")},
         False,
         "sm_80,compute_90",
         ("SASS sm_90 in the row, not in the wheel", "PTX compute_90 in the wheel, not in the row"),
         id="ptx-only-falls-back-to-nvcc",
     ),
     pytest.param(
-        "sm_80,compute_80",  # union over libraries; sm_90a is never written as plain 9.0 SASS
-        [Kernels(sass=("sm_80",), ptx=()), Kernels(sass=("sm_80", "sm_90a"), ptx=("compute_80",))],
-        True,
-        "sm_80,compute_80",
-        (),
-        id="union-and-arch-specific",
-    ),
-    pytest.param(
         "sm_90,compute_100",  # an f (family) entry is plain SASS of its capability
-        [Kernels(sass=("sm_90", "sm_100f"), ptx=("compute_100",))],
+        {"a.so": lib("sm_90", "sm_100f", "compute_100")},
         False,
         "sm_90,sm_100,compute_100",
         ("SASS sm_100 in the wheel, not in the row",),
@@ -92,18 +100,21 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("row", "kernels", "confirmed", "proposed", "differences"), CASES)
+@pytest.mark.parametrize(("row", "libraries", "confirmed", "proposed", "differences"), CASES)
 def test_compare(
-    row: str, kernels: list[Kernels], confirmed: bool, proposed: str, differences: tuple[str, ...]
+    row: str, libraries: dict[str, Counter[str]], confirmed: bool, proposed: str, differences: tuple[str, ...]
 ) -> None:
-    result = compare(row, measure(kernels))
+    result = compare(row, measure(libraries))
     assert (result.confirmed, result.proposed, result.differences) == (confirmed, proposed, differences)
 
 
-def test_arch_specific_entries_are_kept_for_the_note() -> None:
-    measured = measure([Kernels(sass=("sm_80", "sm_90a", "sm_100a"), ptx=())])
-    assert measured.specific == ("sm_90a", "sm_100a")
-    assert measured.sass == frozenset({(8, 0)})
+def test_what_lies_outside_the_build_list_is_kept_for_the_note() -> None:
+    measured = measure(TORCH_28)
+    assert measured.specific == ("sm_90a",)
+    assert measured.extra == (
+        "libtorch_cuda_linalg.so is built for sm_50,sm_60,sm_70,sm_80,sm_86,sm_90,sm_100,sm_120",
+        "sm_89 (1 of 393 in libtorch_cuda.so)",
+    )
 
 
 FW_ROW = """[[release]]
