@@ -6,6 +6,8 @@ primary source (named in each table) before the data changes.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from envbuild.matrix.arch import parse_arch_list
@@ -247,11 +249,15 @@ def test_torch_2_15_offers_only_its_confirmed_pypi_build(matrix: Matrix) -> None
     framework = matrix.framework("torch")
     assert framework is not None
     (release,) = [r for r in framework.releases if r.version == "2.15.0"]
-    assert [(v.name, v.prov.confidence) for v in release.variants] == [("cu132", "unconfirmed")]
+    # issue 16: its arch list is now measured from the PyPI wheel (cubins for 7.5-12.0, no PTX)
+    assert [(v.name, v.prov.confidence) for v in release.variants] == [("cu132", None)]
+    assert re.fullmatch(r"https://files\.pythonhosted\.org/\S+/torch-2\.15\.0-\S+\.whl#sha256=[0-9a-f]{64}",
+                        str(release.variants[0].arch_source))  # fmt: skip
+    assert release.variants[0].arch.ptx == frozenset()
     best = resolve(matrix, build_query(matrix, driver="580", frameworks=["torch"])).stacks[0]
     assert candidate_label(best.framework, best.release, best.variant) == "torch 2.14.1+cu130"
     (newest,) = resolve(matrix, build_query(matrix, driver="595", frameworks=["torch==2.15.*"])).stacks
-    assert any("unconfirmed" in c and "arch list is assumed" in c for c in newest.caveats)
+    assert not any("unconfirmed" in c for c in newest.caveats)
 
 
 def test_every_row_cites_a_url(matrix: Matrix) -> None:
