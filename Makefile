@@ -30,6 +30,7 @@ bench: install
 	$(BIN)/python bench/lock.py
 	$(BIN)/python bench/build.py
 	$(BIN)/python bench/refresh.py
+	$(BIN)/python bench/audit.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

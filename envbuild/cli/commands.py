@@ -315,7 +315,12 @@ def matrix_refresh(args: argparse.Namespace) -> int:
     from envbuild.refresh.run import refresh_matrix, settings_from, to_json, to_text
 
     settings = settings_from(
-        args.source, args.pypi_url, args.pytorch_index_url, args.cuda_repository, timeout=args.timeout
+        args.source,
+        args.pypi_url,
+        args.pytorch_index_url,
+        args.cuda_repository,
+        timeout=args.timeout,
+        audit=args.audit,
     )
     day = today().isoformat()
     findings, written = refresh_matrix(args.matrix, settings, day, write=args.write)

@@ -365,6 +365,14 @@ def _matrix_refresh(parser: argparse.ArgumentParser) -> None:
         metavar="LIST",
         help="comma-separated: pypi, pytorch-index, nvidia-cuda-tags (default: all)",
     )
+    parser.add_argument(
+        "--audit",
+        nargs="?",
+        const="all",
+        metavar="FRAMEWORKS",
+        help="check each PyPI-hosted row's arch list against the kernels in its wheels (range "
+        "requests, cuobjdump); optionally only jax,tensorflow,torch; alone, only this runs",
+    )
     parser.add_argument("--write", action="store_true", help="apply the + and ? findings to the matrix files")
     add_json(parser, "the findings as JSON")
     parser.add_argument(

@@ -164,6 +164,12 @@ def _check_frameworks(matrix: Matrix) -> list[str]:
                     f"variants ({', '.join(names)})"
                 )
             for variant in release.variants:
+                if variant.arch_source and variant.prov.confidence:
+                    errors.append(
+                        f"{variant.prov.where}: arch_source says the arch list was measured from "
+                        f"the wheel, but the row is still marked confidence = "
+                        f"{variant.prov.confidence!r}; drop confidence (say any other doubt in note)"
+                    )
                 minor = variant.cuda or variant.cuda_min
                 assert minor is not None
                 row = matrix.ga_floor.get(minor)

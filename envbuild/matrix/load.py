@@ -309,6 +309,7 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
                 extra=v.get("extra"),
                 cuda_from=v["cuda_from"],
                 arch=parse_arch_list(v["arch"]),
+                arch_source=v.get("arch_source"),
                 prov=_prov(rel, f"[[release]] {first} variant {v['name']}", v),
             )
             for v in row["variant"]

@@ -84,6 +84,7 @@ class Variant(Record):
         "extra",
         "cuda_from",
         "arch",
+        "arch_source",
         "prov",
     )
     name: str
@@ -95,6 +96,7 @@ class Variant(Record):
     extra: str | None
     cuda_from: str
     arch: ArchList
+    arch_source: str | None  # "<wheel URL>#sha256=<hex>": the arch list was read from that artifact
     prov: Provenance
 
 

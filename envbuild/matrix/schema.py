@@ -19,6 +19,7 @@ BRANCH_TYPES = ("LTSB", "PB", "NFB", "dev")
 CUDA_FROM = ("wheels", "system")
 OS_FAMILIES = ("ubuntu", "debian")
 _URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
+_ARCH_SOURCE_RE = re.compile(r"^https?://[^\s#]+\.whl#sha256=[0-9a-f]{64}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}$")
 _RELEASE_RE = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
 _RANGE_RE = re.compile(r"^(\d+\.\d+)-(\d+\.\d+)$")
@@ -100,6 +101,7 @@ MINOR = _parsed(parse_minor, 'an X.Y version like "12.4"')
 PATCH = _parsed(parse_patch, 'an X.Y.Z version like "12.4.1"')
 DRIVER = _parsed(parse_driver_floor, 'a driver version like "550.54.14"')
 ARCH = _parsed(parse_arch_list, 'an arch list like "8.0;9.0+PTX" or "sm_80,compute_90"')
+ARCH_SOURCE = _matching(_ARCH_SOURCE_RE, 'the audited wheel as "https://.../NAME.whl#sha256=<64 hex>"')
 PYTHON = _list_of(_matching(_PY_RE, 'a Python X.Y like "3.11"'), "Python X.Y strings")
 RELEASE_VERSIONS = _list_of(_matching(_RELEASE_RE, "a release version"), "release versions")
 STRINGS = _list_of(STR, "strings", allow_empty=True)
@@ -188,6 +190,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "extra": (STR, False),
         "cuda_from": (_one_of(CUDA_FROM), True),
         "arch": (ARCH, True),
+        "arch_source": (ARCH_SOURCE, False),  # set when the arch list was measured from that wheel
         **PROVENANCE,
     },
 }

@@ -17,7 +17,7 @@ from envbuild._util.files import write_atomic
 from envbuild.errors import MatrixError
 from envbuild.matrix.check import check_matrix
 from envbuild.matrix.load import load_matrix
-from envbuild.refresh.model import Edit, Finding
+from envbuild.refresh.model import Edit, Finding, toml_string
 
 
 def apply_edit(text: str, edit: Edit, where: str) -> str:
@@ -48,9 +48,55 @@ def apply_edit(text: str, edit: Edit, where: str) -> str:
         insert = next((i for i in range(start, end + 1) if lines[i].startswith("source")), end + 1)
         lines.insert(insert, edit.text)
         return "\n".join(lines)
+    if edit.kind == "set-variant":
+        return _set_variant(text, edit, where)
     if edit.kind == "append-block":
         return text.rstrip("\n") + "\n\n" + edit.text.rstrip("\n") + "\n"
     raise ValueError(f"unknown edit kind {edit.kind!r}")
+
+
+def _set_variant(text: str, edit: Edit, where: str) -> str:
+    """Set keys of one [[release.variant]] (anchor "FIRST-VERSION NAME"); a text line "-key" drops it.
+    A key the variant lacks goes just before its `source` line, so the file keeps its order."""
+    first, name = edit.anchor.split(" ", 1)
+    lines = text.split("\n")
+    release = next(
+        (i for i, line in enumerate(lines) if line.startswith("versions = [") and f'["{first}"' in line),
+        None,
+    )
+    if release is None:
+        raise MatrixError(
+            f"{where}: no [[release]] row whose versions start with {first!r}", fix="edit it by hand"
+        )
+    start = None
+    for i in range(release + 1, len(lines)):
+        if lines[i].startswith("[[release]]"):
+            break
+        if lines[i].strip() == f"name = {toml_string(name)}":
+            start = i
+            break
+    if start is None:
+        raise MatrixError(f"{where}: the {first} row has no variant {name!r}", fix="edit it by hand")
+    end = start
+    while end + 1 < len(lines) and lines[end + 1].strip() and not lines[end + 1].lstrip().startswith("["):
+        end += 1
+    block = lines[start : end + 1]
+    for change in edit.text.split("\n"):
+        if not change.strip():
+            continue
+        key = change.lstrip("-").split("=", 1)[0].strip()
+        at = next((i for i, line in enumerate(block) if line.strip().split(" ", 1)[0] == key), None)
+        if change.startswith("-"):
+            if at is not None:
+                del block[at]
+        elif at is not None:
+            block[at] = f"  {change}"
+        else:
+            before = next(
+                (i for i, line in enumerate(block) if line.strip().startswith("source =")), len(block)
+            )
+            block.insert(before, f"  {change}")
+    return "\n".join(lines[:start] + block + lines[end + 1 :])
 
 
 def _in_image(lines: list[str], index: int) -> bool:

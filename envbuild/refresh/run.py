@@ -4,6 +4,8 @@ Sources (each can be chosen with --source):
   pypi              new framework releases, their Python wheels, Requires-Python and CUDA pins
   pytorch-index     the CUDA variants each recent torch release has on download.pytorch.org
   nvidia-cuda-tags  nvidia/cuda tags: deleted tag sets and new releases
+With --audit, the arch list of each PyPI-hosted framework row is checked against the kernels in its
+wheels (refresh/arch_audit.py); --audit alone runs only that.
 
 Nothing upstream is trusted to fill a fact it does not state: see refresh/model.py for the three kinds
 of finding. Base URLs are settings (flags or ENVBUILD_* variables) so mirrors, and the tests'
@@ -20,6 +22,7 @@ from envbuild.errors import UsageError
 from envbuild.matrix.load import build_matrix, default_matrix_dir, read_raw
 from envbuild.oci.reference import parse_reference
 from envbuild.oci.registry import list_tags
+from envbuild.refresh.arch_audit import ArchAudit
 from envbuild.refresh.cuda_images import image_findings
 from envbuild.refresh.edit import edited_texts, write_checked
 from envbuild.refresh.model import ACTIONS, Finding
@@ -34,13 +37,32 @@ DEFAULT_CUDA_REPOSITORY = "docker.io/nvidia/cuda"
 
 
 class Settings(Record):
-    __slots__ = ("sources", "pypi_url", "pytorch_index_url", "cuda_repository", "timeout", "retries")
+    __slots__ = ("sources", "pypi_url", "pytorch_index_url", "cuda_repository", "timeout", "retries", "audit")
     sources: tuple[str, ...]
     pypi_url: str
     pytorch_index_url: str
     cuda_repository: str
     timeout: float
     retries: int
+    audit: tuple[str, ...]  # frameworks whose arch lists --audit checks against their wheels
+
+
+def parse_audit(
+    text: str | None, frameworks: tuple[str, ...] = ("jax", "tensorflow", "torch")
+) -> tuple[str, ...]:
+    """--audit (every framework) or --audit jax,tensorflow; None: no audit."""
+    if text is None:
+        return ()
+    if text == "all":
+        return frameworks
+    chosen = tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    unknown = [s for s in chosen if s not in frameworks]
+    if unknown or not chosen:
+        raise UsageError(
+            f"--audit {text!r}: unknown framework {', '.join(unknown) or '(none)'}",
+            fix=f"use --audit alone, or a comma-separated list of {', '.join(frameworks)}",
+        )
+    return chosen
 
 
 def parse_sources(text: str | None) -> tuple[str, ...]:
@@ -63,8 +85,10 @@ def settings_from(
     cuda_repository: str | None,
     timeout: float = 30,
     retries: int = 2,
+    audit: str | None = None,
 ) -> Settings:
-    """Flags first, then ENVBUILD_PYPI_URL / ENVBUILD_PYTORCH_INDEX_URL / ENVBUILD_CUDA_REPOSITORY."""
+    """Flags first, then ENVBUILD_PYPI_URL / ENVBUILD_PYTORCH_INDEX_URL / ENVBUILD_CUDA_REPOSITORY.
+    With `audit` and no `sources`, only the audit runs."""
     pypi = pypi_url or os.environ.get("ENVBUILD_PYPI_URL") or DEFAULT_PYPI
     index = pytorch_index_url or os.environ.get("ENVBUILD_PYTORCH_INDEX_URL") or DEFAULT_PYTORCH_INDEX
     repository = cuda_repository or os.environ.get("ENVBUILD_CUDA_REPOSITORY") or DEFAULT_CUDA_REPOSITORY
@@ -75,13 +99,15 @@ def settings_from(
     parse_reference(repository)  # a malformed repository is a usage error naming the value
     if timeout <= 0:
         raise UsageError(f"--timeout {timeout} must be positive", fix="e.g. --timeout 30")
+    audited = parse_audit(audit)
     return Settings(
-        sources=parse_sources(sources),
+        sources=() if audited and not sources else parse_sources(sources),
         pypi_url=pypi.rstrip("/"),
         pytorch_index_url=index.rstrip("/"),
         cuda_repository=repository,
         timeout=timeout,
         retries=retries,
+        audit=audited,
     )
 
 
@@ -100,6 +126,10 @@ def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
                 findings += FrameworkRefresh(
                     http, settings.pypi_url, rel, entry["data"], text, day
                 ).findings()
+    if settings.audit:
+        for rel, entry in raw.items():
+            if entry["kind"] == "framework" and entry["data"]["framework"]["name"] in settings.audit:
+                findings += ArchAudit(http, settings.pypi_url, rel, entry["data"], day).findings()
     if "pytorch-index" in settings.sources:
         torch = next(
             (
@@ -154,7 +184,7 @@ _SYMBOL = {"add": "+", "review": "?", "flag": "!"}
 
 
 def to_text(findings: list[Finding], *, day: str, sources: tuple[str, ...], written: bool) -> str:
-    lines = [f"envbuild matrix refresh: {', '.join(sources)} read on {day}"]
+    lines = [f"envbuild matrix refresh: {', '.join(sources) or 'wheel kernels (--audit)'} read on {day}"]
     if not findings:
         lines.append("the matrix agrees with upstream: nothing to propose")
         return "\n".join(lines) + "\n"

@@ -81,11 +81,12 @@ def malformed(url: str, why: str) -> EnvbuildError:
 
 
 class DistFile(Record):
-    __slots__ = ("filename", "url", "requires_python", "yanked")
+    __slots__ = ("filename", "url", "requires_python", "yanked", "sha256")
     filename: str
     url: str
     requires_python: str | None
     yanked: bool
+    sha256: str | None  # the index's digest: names the exact file an audited arch list came from
 
 
 def pypi_releases(http: Http, base: str, project: str) -> dict[str, list[DistFile]]:
@@ -114,11 +115,14 @@ def _dist_file(where: str, entry: object) -> DistFile:
     file_url = urljoin(where, file_url)  # mirrors answer with URLs relative to the page
     yanked = entry.get("yanked", False)
     requires = entry.get("requires_python", entry.get("requires-python"))
+    digests = entry.get("digests", entry.get("hashes"))  # JSON API: digests; PEP 691: hashes
+    sha256 = digests.get("sha256") if isinstance(digests, dict) else None
     return DistFile(
         filename=entry["filename"],
         url=file_url,
         requires_python=requires if isinstance(requires, str) else None,
         yanked=bool(yanked),
+        sha256=sha256 if isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256) else None,
     )
 
 
@@ -203,10 +207,20 @@ class WheelMetadata(Record):
     bytes_read: int
 
 
-def wheel_metadata(http: Http, url: str) -> WheelMetadata:
-    """The METADATA of a remote wheel: its central directory and one member by range requests when
-    the server supports them, else (after one suffix-range probe) the whole file."""
-    before = http.bytes_read
+class RemoteWheel(Record):
+    """A remote wheel opened for reading: with range requests, only the central directory has been
+    read, and each member read fetches just its own bytes."""
+
+    __slots__ = ("url", "archive", "ranged", "size")
+    url: str
+    archive: zipfile.ZipFile
+    ranged: bool
+    size: int
+
+
+def open_wheel(http: Http, url: str) -> RemoteWheel:
+    """Open a remote wheel: by range requests when the server supports them, else (after one
+    suffix-range probe) by downloading the whole file."""
     response = http.get(url, headers={"Range": f"bytes=-{RANGE_BLOCK}"}, stream=True)
     if response.status_code == 206:
         total = re.match(r"bytes \d+-\d+/(\d+)", response.headers.get("Content-Range", ""))
@@ -214,11 +228,12 @@ def wheel_metadata(http: Http, url: str) -> WheelMetadata:
             raise malformed(url, "a 206 answer without a Content-Range total")
         tail = response.content
         http.bytes_read += len(tail)
-        source: io.RawIOBase | io.BytesIO = _RangeReader(http, url, int(total.group(1)), tail)
+        size = int(total.group(1))
+        source: io.IOBase = io.BufferedReader(_RangeReader(http, url, size, tail), RANGE_BLOCK)
         ranged = True
     elif response.status_code == 200:
-        source = io.BytesIO(_download(http, url, response))
-        ranged = False
+        body = _download(http, url, response)
+        source, size, ranged = io.BytesIO(body), len(body), False
     elif response.status_code == 404:
         raise NotFound(
             f"{url} answered 404 Not Found", fix="the index lists a file it does not serve; retry later"
@@ -228,14 +243,26 @@ def wheel_metadata(http: Http, url: str) -> WheelMetadata:
             f"{url} answered HTTP {response.status_code}", fix="retry later; nothing was written"
         )
     try:
-        with zipfile.ZipFile(io.BufferedReader(source, RANGE_BLOCK) if ranged else source) as wheel:  # type: ignore[arg-type]
-            names = [n for n in wheel.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
+        archive = zipfile.ZipFile(source)  # type: ignore[arg-type]
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise malformed(url, f"not a readable wheel ({exc})") from None
+    return RemoteWheel(url=url, archive=archive, ranged=ranged, size=size)
+
+
+def wheel_metadata(http: Http, url: str) -> WheelMetadata:
+    """The METADATA of a remote wheel: its central directory and one member by range requests when
+    the server supports them, else the whole file."""
+    before = http.bytes_read
+    wheel = open_wheel(http, url)
+    try:
+        with wheel.archive as archive:
+            names = [n for n in archive.namelist() if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(names) != 1:
                 raise malformed(url, "the wheel has no single *.dist-info/METADATA")
-            text = wheel.read(names[0]).decode("utf-8")
+            text = archive.read(names[0]).decode("utf-8")
     except (zipfile.BadZipFile, UnicodeDecodeError, EOFError) as exc:
         raise malformed(url, f"not a readable wheel ({exc})") from None
-    return WheelMetadata(text=text, ranged=ranged, bytes_read=http.bytes_read - before)
+    return WheelMetadata(text=text, ranged=wheel.ranged, bytes_read=http.bytes_read - before)
 
 
 def _download(http: Http, url: str, response: requests.Response) -> bytes:

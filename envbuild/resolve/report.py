@@ -55,6 +55,7 @@ def stack_json(stack: Stack, strategy: str | None = None) -> dict[str, Any]:
         "extra": variant.extra,
         "pypi_default": stack.release.pypi_variant == variant.name,
         "arch": variant.arch.describe(),
+        "arch_source": variant.arch_source,  # the wheel the arch list was measured from, or None
         "caveats": list(stack.caveats),
     }
 

@@ -367,13 +367,15 @@ class _Resolver:
 def _variant_prov(release: Release, variant: Variant) -> Provenance:
     """The variant's provenance named for this release: a [[release]] row lists several versions
     and shares one Variant among them, whose `where` names the row (by its first version, for
-    `matrix check`); a stack's caveat must name the stack's own release."""
+    `matrix check`); a stack's caveat must name the stack's own release. A variant whose arch list
+    was measured from its wheel (arch_source) carries no caveat: `matrix check` rejects one that
+    still says confidence, and a hand-edited matrix that skipped the check gets the measured fact."""
     if not variant.prov.confidence:
         return variant.prov  # no caveat comes of it: skip the copy
     return Provenance(
         where=f"{release.prov.where} variant {variant.name}",
         source=variant.prov.source,
-        confidence=variant.prov.confidence,
+        confidence=None if variant.arch_source else variant.prov.confidence,
         note=variant.prov.note,
     )
 

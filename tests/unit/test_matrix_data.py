@@ -6,6 +6,8 @@ primary source (named in each table) before the data changes.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from envbuild.matrix.arch import parse_arch_list
@@ -138,6 +140,9 @@ def test_cudnn_tag_naming_change(matrix: Matrix) -> None:
 # wheel's tensorflow/python/platform/build_info.py ("cuda_compute_capabilities", written at build
 # time from the release build's TF_CUDA_COMPUTE_CAPABILITIES) and matched against the SASS and PTX
 # entries of the fatbins in its shared objects. nvcc notation: sm_XY is SASS, compute_XY PTX only.
+# 2.16-2.21 were then measured with `envbuild matrix refresh --audit` (issue 16): every fatbin of
+# libtensorflow_cc.so.2 and _pywrap_tensorflow_internal.so carries sm_90 SASS next to the compute_90
+# PTX (274 of 274 in 2.17.1), which build_info's "compute_90" does not say; the artifact wins.
 TF_WHEEL_ARCHS = {
     "2.10.0": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
     "2.10.1": "sm_35,sm_50,sm_60,sm_70,sm_75,compute_80",
@@ -152,16 +157,16 @@ TF_WHEEL_ARCHS = {
     "2.15.0": "sm_50,sm_60,sm_70,sm_75,compute_80",
     "2.15.0.post1": "sm_50,sm_60,sm_70,sm_75,compute_80",
     "2.15.1": "sm_50,sm_60,sm_70,sm_75,compute_80",
-    "2.16.1": "sm_50,sm_60,sm_70,sm_80,compute_90",
-    "2.16.2": "sm_50,sm_60,sm_70,sm_80,compute_90",
-    "2.17.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
-    "2.17.1": "sm_60,sm_70,sm_80,sm_89,compute_90",
-    "2.18.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
-    "2.18.1": "sm_60,sm_70,sm_80,sm_89,compute_90",
-    "2.19.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
-    "2.19.1": "sm_60,sm_70,sm_80,sm_89,compute_90",
-    "2.20.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
-    "2.21.0": "sm_60,sm_70,sm_80,sm_89,compute_90",
+    "2.16.1": "sm_50,sm_60,sm_70,sm_80,sm_90,compute_90",
+    "2.16.2": "sm_50,sm_60,sm_70,sm_80,sm_90,compute_90",
+    "2.17.0": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
+    "2.17.1": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
+    "2.18.0": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
+    "2.18.1": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
+    "2.19.0": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
+    "2.19.1": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
+    "2.20.0": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
+    "2.21.0": "sm_60,sm_70,sm_80,sm_89,sm_90,compute_90",
 }
 
 
@@ -181,7 +186,8 @@ def test_tensorflow_arch_list_is_what_the_wheel_carries(matrix: Matrix, version:
 
 
 def test_a100_runs_tensorflow_2_16_from_sass_not_ptx(matrix: Matrix) -> None:
-    """The 2.16 wheels carry sm_80 cubins: no PTX JIT caveat, and minor compatibility may run them."""
+    """The 2.16 wheels carry sm_80 (and sm_90) cubins: no PTX JIT caveat, and minor compatibility may
+    run them."""
 
     def tf_2_16(driver: str, gpu: str, compat: str = "native") -> list:
         frameworks = ["tensorflow==2.16.*"]
@@ -193,7 +199,9 @@ def test_a100_runs_tensorflow_2_16_from_sass_not_ptx(matrix: Matrix) -> None:
     assert not any("PTX" in c for s in native for c in s.caveats)
     minor = tf_2_16("525.60.13", "A100", compat="minor")
     assert [(s.release.version, s.mode) for s in minor] == [("2.16.2", "minor"), ("2.16.1", "minor")]
-    assert all(any("PTX JIT only" in c for c in s.caveats) for s in tf_2_16("550", "H100"))
+    # issue 16: the audit found sm_90 SASS in the 2.16 wheels, so H100 runs cubins too, not PTX JIT
+    h100 = tf_2_16("550", "H100")
+    assert h100 and not any("PTX" in c for s in h100 for c in s.caveats)
 
 
 # The PyPI torch wheels (each the build named by pypi_variant), read first-hand: METADATA's
@@ -241,11 +249,15 @@ def test_torch_2_15_offers_only_its_confirmed_pypi_build(matrix: Matrix) -> None
     framework = matrix.framework("torch")
     assert framework is not None
     (release,) = [r for r in framework.releases if r.version == "2.15.0"]
-    assert [(v.name, v.prov.confidence) for v in release.variants] == [("cu132", "unconfirmed")]
+    # issue 16: its arch list is now measured from the PyPI wheel (cubins for 7.5-12.0, no PTX)
+    assert [(v.name, v.prov.confidence) for v in release.variants] == [("cu132", None)]
+    assert re.fullmatch(r"https://files\.pythonhosted\.org/\S+/torch-2\.15\.0-\S+\.whl#sha256=[0-9a-f]{64}",
+                        str(release.variants[0].arch_source))  # fmt: skip
+    assert release.variants[0].arch.ptx == frozenset()
     best = resolve(matrix, build_query(matrix, driver="580", frameworks=["torch"])).stacks[0]
     assert candidate_label(best.framework, best.release, best.variant) == "torch 2.14.1+cu130"
     (newest,) = resolve(matrix, build_query(matrix, driver="595", frameworks=["torch==2.15.*"])).stacks
-    assert any("unconfirmed" in c and "arch list is assumed" in c for c in newest.caveats)
+    assert not any("unconfirmed" in c for c in newest.caveats)
 
 
 def test_every_row_cites_a_url(matrix: Matrix) -> None:
