@@ -20,6 +20,7 @@ from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_ta
 from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.matrix.model import Matrix
 from tests.helpers.docker import docker, make_bookworm_image
+from tests.helpers.minimatrix import write_minimatrix
 from tests.helpers.nvsmi import install_fake_smi
 from tests.helpers.paths import MATRIX_DIR
 from tests.helpers.registry import answers, start_registry, stop
@@ -36,6 +37,12 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
 def matrix() -> Matrix:
     assert Path(default_matrix_dir()).resolve() == MATRIX_DIR.resolve()
     return load_matrix(MATRIX_DIR)
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
+    """The small test matrix (tests/helpers/minimatrix.py): rules, not data."""
+    return load_matrix(write_minimatrix(tmp_path_factory.mktemp("mini")))
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ def truncated(source: Path, path: Path, size: int) -> Path:
 PYPI = "https://pypi.org/simple"
 
 
-def _pip_env() -> dict[str, str]:
+def pypi_only_env() -> dict[str, str]:
     """Only PyPI: the developer's pip.conf may add local find-links and indexes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k == "PIP_CERT"}
     env["PIP_CONFIG_FILE"] = os.devnull
@@ -49,7 +49,7 @@ def pypi_wheel(requirement: str, dest: Path) -> Path:
     ]  # fmt: skip
     try:
         done = subprocess.run(
-            command, capture_output=True, text=True, timeout=300, env=_pip_env(), check=False
+            command, capture_output=True, text=True, timeout=300, env=pypi_only_env(), check=False
         )
         failure = None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["no output"])[-1]
     except subprocess.TimeoutExpired:

@@ -270,3 +270,18 @@ def write_minimatrix(root: Path) -> Path:
     (root / "frameworks" / "fw.toml").write_text(FW)
     (root / "frameworks" / "ranged.toml").write_text(RANGED)
     return root
+
+
+def run(matrix, **kwargs):
+    """resolve() for build_query(matrix, **kwargs): the query as the command line would build it."""
+    from envbuild.resolve.query import build_query
+    from envbuild.resolve.solver import resolve
+
+    return resolve(matrix, build_query(matrix, **kwargs))
+
+
+def labels(resolution) -> list[str]:
+    """The stacks of a resolution as pip spells them, best first."""
+    from envbuild.resolve.solver import candidate_label
+
+    return [candidate_label(s.framework, s.release, s.variant) for s in resolution.stacks]

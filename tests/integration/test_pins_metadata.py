@@ -36,16 +36,10 @@ from envbuild.matrix.model import Matrix
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import Stack, resolve
+from tests.helpers.audit import pypi_only_env
 
 PYPI = "https://pypi.org/simple"
 
-
-def _env() -> dict[str, str]:
-    """Only PyPI: the developer's pip.conf may add local find-links and indexes."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") or k == "PIP_CERT"}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
 
 
 def _pip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,7 +48,7 @@ def _pip(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=180,
-        env=_env(),
+        env=pypi_only_env(),
         check=False,
     )
 

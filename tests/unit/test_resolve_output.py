@@ -16,23 +16,10 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix
 from envbuild.resolve.query import build_query
 from envbuild.resolve.report import to_json, to_text
-from envbuild.resolve.solver import Resolution, candidate_label, resolve
-from tests.helpers.minimatrix import write_minimatrix
+from envbuild.resolve.solver import candidate_label
+from tests.helpers.minimatrix import labels, run, write_minimatrix
 
 MINOR_CAVEAT = "PTX JIT of newer code fails and CUDA APIs newer than the driver are unavailable"
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
-    return load_matrix(write_minimatrix(tmp_path_factory.mktemp("mini")))
-
-
-def run(matrix: Matrix, **kwargs) -> Resolution:
-    return resolve(matrix, build_query(matrix, **kwargs))
-
-
-def labels(resolution: Resolution) -> list[str]:
-    return [candidate_label(s.framework, s.release, s.variant) for s in resolution.stacks]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -11,20 +11,7 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import Resolution, candidate_label, resolve
-from tests.helpers.minimatrix import write_minimatrix
-
-
-@pytest.fixture(scope="module")
-def mini(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
-    return load_matrix(write_minimatrix(tmp_path_factory.mktemp("mini")))
-
-
-def run(matrix: Matrix, **kwargs) -> Resolution:
-    return resolve(matrix, build_query(matrix, **kwargs))
-
-
-def labels(resolution: Resolution) -> list[str]:
-    return [candidate_label(s.framework, s.release, s.variant) for s in resolution.stacks]
+from tests.helpers.minimatrix import labels, run, write_minimatrix
 
 
 def reasons(resolution: Resolution) -> dict[str, str]:
