@@ -152,6 +152,9 @@ class _Resolver:
         self.query = query
         self.driver = query.driver
         self.driver_text = str(query.driver)
+        # judge() depends only on the build's cuDNN text and the chosen CUDA for one query, and
+        # most releases share both: one answer each keeps resolve() within its millisecond budget
+        self.cudnn_outcomes: dict[tuple[str | None, tuple[int, int]], CudnnOutcome | None] = {}
 
     def cuda_options(self, variant: Variant) -> list[tuple[int, int]]:
         if variant.cuda is not None:
@@ -240,7 +243,12 @@ class _Resolver:
             failures.append(gpu_failure)
         cudnn = None
         if chosen is not None and not gpu_failure:
-            cudnn = judge(self.matrix, variant, chosen, query.gpus, strategy=query.strategy, os_name=query.os)
+            key = (variant.cudnn, chosen)
+            if key not in self.cudnn_outcomes:
+                self.cudnn_outcomes[key] = judge(
+                    self.matrix, variant, chosen, query.gpus, strategy=query.strategy, os_name=query.os
+                )
+            cudnn = self.cudnn_outcomes[key]
             if cudnn is not None and cudnn.short is not None:
                 failures.append(_cudnn_failure(variant, cudnn))
         if failures or chosen is None:
