@@ -8,7 +8,7 @@ import json
 import string
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from envbuild._util.redact import redact, redact_values
@@ -112,18 +112,24 @@ SECRET_CHARS = string.ascii_letters + string.digits + "-._~!$%&()*+,;="
     user=st.text(string.ascii_letters + string.digits, min_size=1, max_size=12),
     password=st.text(SECRET_CHARS, min_size=8, max_size=40),
 )
+@example(user="0", password="password")  # hypothesis found it: the secret is also a key's name
 def test_no_generated_credential_survives_any_form(user: str, password: str) -> None:
+    def texts(user: str, password: str, basic: str) -> list[str]:
+        return [
+            f"error: Authorization: Basic {basic}",
+            f'{{"errors":[{{"code":"DENIED","message":"Authorization: Basic {basic}"}}]}}',
+            json.dumps({"auth": basic, "password": password, "token": password}),
+            json.dumps({"detail": json.dumps({"password": password})}),
+            f"Bearer {basic}",
+            f"failed https://{user}:{password}@registry.example/v2/",
+        ]
+
     basic = base64.b64encode(f"{user}:{password}".encode()).decode()
-    texts = [
-        f"error: Authorization: Basic {basic}",
-        f'{{"errors":[{{"code":"DENIED","message":"Authorization: Basic {basic}"}}]}}',
-        json.dumps({"auth": basic, "password": password, "token": password}),
-        json.dumps({"detail": json.dumps({"password": password})}),
-        f"Bearer {basic}",
-        f"failed https://{user}:{password}@registry.example/v2/",
-    ]
-    for text in texts:
+    # The texts with the secrets left out: a secret that also occurs there (a password that is
+    # literally "password", say) is a word of the message, which redaction rightly keeps.
+    skeletons = texts("\0", "\0", "\0")
+    for text, skeleton in zip(texts(user, password, basic), skeletons, strict=True):
         redacted = redact(text)
         for secret in (basic, password):
-            if secret not in text.replace(basic, "").replace(password, ""):
+            if secret not in skeleton:
                 assert secret not in redacted, (text, redacted)
