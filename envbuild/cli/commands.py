@@ -49,6 +49,17 @@ def _warn_base_images(lock, matrix) -> None:
 
 
 def resolve(args: argparse.Namespace) -> int:
+    from envbuild.errors import UsageError
+
+    if args.file is not None:
+        return resolve_spec(args)
+    if args.target is not None:
+        raise UsageError("resolve --target needs -f SPEC", fix="add -f envbuild.toml, or drop --target")
+    if args.driver is None:
+        raise UsageError(
+            "resolve needs --driver VERSION, or -f SPEC to explain a spec's targets",
+            fix="e.g. envbuild resolve --driver 550, or envbuild resolve -f envbuild.toml",
+        )
     from envbuild.resolve.query import build_query
     from envbuild.resolve.report import to_json, to_text
     from envbuild.resolve.solver import resolve
@@ -61,7 +72,7 @@ def resolve(args: argparse.Namespace) -> int:
         frameworks=args.framework,
         python=args.python,
         cuda=args.cuda,
-        compat=args.compat,
+        compat=args.compat or "native",
         limit=args.limit,
         strategy=args.strategy,
         os=args.os,
@@ -70,6 +81,29 @@ def resolve(args: argparse.Namespace) -> int:
     output = to_json(resolution, matrix) if args.json else to_text(resolution, matrix, verbose=args.verbose)
     sys.stdout.write(output if output.endswith("\n") else output + "\n")
     return EXIT_OK if resolution.stacks else EXIT_NO_STACK
+
+
+def resolve_spec(args: argparse.Namespace) -> int:
+    """resolve -f: one section per target; flags override the spec's fields."""
+    from envbuild.resolve.targets import resolve_targets, to_json_targets, to_text_targets
+
+    spec, matrix = _spec(args), _load(args)
+    overrides = {
+        "driver": args.driver,
+        "gpus": args.gpu,
+        "frameworks": args.framework,
+        "python": args.python,
+        "cuda": args.cuda,
+        "compat": args.compat,
+        "strategy": args.strategy,
+        "os": args.os,
+    }
+    results = resolve_targets(matrix, spec, target=args.target, overrides=overrides, limit=args.limit)
+    if args.json:
+        sys.stdout.write(to_json_targets(results, matrix, spec) + "\n")
+    else:
+        sys.stdout.write(to_text_targets(results, matrix, spec, verbose=args.verbose))
+    return EXIT_OK if all(r.resolution.stacks for r in results) else EXIT_NO_STACK
 
 
 def render(args: argparse.Namespace) -> int:

@@ -93,11 +93,18 @@ def _resolve(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--driver",
-        required=True,
         metavar="VERSION",
         help="host driver: 550, R550, 550.54 or 550.54.15 (a bare branch means "
-        "a current driver of that branch)",
+        "a current driver of that branch); required unless -f is given",
     )
+    parser.add_argument(
+        "-f",
+        "--file",
+        metavar="SPEC",
+        help="explain each target of this envbuild.toml: its [stack] and [[target]] fields are the "
+        "query; flags given beside it override the field of the same name",
+    )
+    add_target(parser, "with -f: only this [[target]] (default: all)")
     parser.add_argument(
         "--gpu",
         action="append",
@@ -118,7 +125,6 @@ def _resolve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compat",
         choices=COMPAT_MODES,
-        default="native",
         help="native (default) or minor: also allow same-major CUDA through minor-version compatibility",
     )
     parser.add_argument(

@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 # build_query's keyword -> (the spec's field, the resolve flag)
 FIELDS = {
     "driver": ("driver", "--driver"),
-    "gpus": ("gpus", "--gpu"),
     "frameworks": ("framework", "--framework"),
+    "gpus": ("gpus", "--gpu"),
+    "strategy": ("strategy", "--strategy"),
+    "os": ("os", "--os"),
     "python": ("python", "--python"),
     "cuda": ("cuda", "--cuda"),
     "compat": ("compat", "--compat"),
-    "strategy": ("strategy", "--strategy"),
-    "os": ("os", "--os"),
 }
 _FLAG_RE = re.compile(r"^(--(?:driver|gpu|framework|python|cuda|compat|strategy|os)) ")
 

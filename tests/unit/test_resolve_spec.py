@@ -48,7 +48,7 @@ def test_the_first_stack_is_what_render_picks(
     by_target = {t["target"]: t for t in document["targets"]}
     assert sorted(by_target) == ["h100", "l4.infer"]
     assert by_target["h100"]["query"]["gpus"] == ["H100"]
-    assert by_target["h100"]["driver"] == "550" and by_target["h100"]["rejected"]
+    assert by_target["h100"]["driver"] == "R550" and by_target["h100"]["rejected"]
     assert main(["render", "-f", str(spec), "-o", str(tmp_path / "build")]) == 0
     capsys.readouterr()
     for name, result in by_target.items():
@@ -84,7 +84,8 @@ def test_a_target_with_no_stack_exits_3_with_its_rejections(
     code, out, _ = run(capsys, "resolve", "-f", str(path))
     assert code == 3
     old = out.split("== target old")[1]
-    assert "No compatible stack." in old and 'driver too old ("CUDA driver version is insufficient")' in old
+    assert "Compatible stacks" not in old and "problem: driver R470 does not support L4" in old
+    assert 'driver too old ("CUDA driver version is insufficient")' in old
 
 
 def test_a_bad_value_in_the_spec_names_the_field_not_a_flag(
