@@ -40,11 +40,12 @@ def _lock_key(args: argparse.Namespace) -> bytes | None:
     return lock_key(args.lock_key_file)
 
 
-def _warn_base_images(lock, matrix) -> None:
-    from envbuild.matrix.lifecycle import base_image_warnings, today
+def _warn_base_images(lock, matrix, spec) -> None:
+    from envbuild.matrix.lifecycle import today
+    from envbuild.render.eolfix import lock_advice
 
     images = [(target.name, target.base_image) for target in lock.targets]
-    for name, warning in base_image_warnings(matrix, images, today()):
+    for name, warning in lock_advice(matrix, spec, images, today()):
         sys.stderr.write(f"warning: target {name}: {warning.message}\n  fix: {warning.fix}\n")
 
 
@@ -146,7 +147,7 @@ def lock(args: argparse.Namespace) -> int:
         current, problems, path = check_lock_file(
             spec, matrix, key=_lock_key(args), base_image=args.base_image, offline=args.offline
         )
-        _warn_base_images(current, matrix)
+        _warn_base_images(current, matrix, spec)
         if problems:
             sys.stderr.write(f"error: {path} is out of date:\n")
             sys.stderr.writelines(f"  - {p}\n" for p in problems)
@@ -168,7 +169,7 @@ def lock(args: argparse.Namespace) -> int:
     for line in relock_summary(previous, new):
         print(line)
     print(f"wrote {path}")
-    _warn_base_images(new, matrix)
+    _warn_base_images(new, matrix, spec)
     if args.pylock:
         from envbuild.lock.uv import write_pylocks
 
