@@ -313,9 +313,15 @@ def smoke(args: argparse.Namespace) -> int:
 
 
 def init(args: argparse.Namespace) -> int:
-    from envbuild.spec.starter import write_starter
+    from envbuild.host.hoststack import host_stack
+    from envbuild.matrix.lifecycle import today
+    from envbuild.spec.starter import starter_text, write_starter
 
-    print(f"wrote {write_starter(args.file, force=args.force)}; next: envbuild render -f {args.file}")
+    chosen = host_stack(_load(args), driver=args.driver, gpus=args.gpu, day=today())
+    written = write_starter(args.file, starter_text(chosen.driver, chosen.gpus), force=args.force)
+    for note in chosen.notes:
+        print(note)
+    print(f"wrote {written}; next: envbuild resolve -f {args.file}, then envbuild render -f {args.file}")
     return EXIT_OK
 
 

@@ -171,8 +171,30 @@ def _render(parser: argparse.ArgumentParser) -> None:
 
 
 def _init(parser: argparse.ArgumentParser) -> None:
-    add_spec_file(parser)
+    parser.add_argument(
+        "-f",
+        "-o",
+        "--file",
+        "--output",
+        dest="file",
+        default=SPEC_FILE,
+        metavar="SPEC",
+        help=f"the file to write, in a folder that exists (default: {SPEC_FILE})",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+    parser.add_argument(
+        "--driver",
+        metavar="VERSION",
+        help="the driver your nodes run (default: nvidia-smi's, else the current LTS branch)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="NAME_OR_CC",
+        help="a GPU the image must run on (repeatable; default: nvidia-smi's GPUs)",
+    )
+    add_matrix(parser)
 
 
 def _lock(parser: argparse.ArgumentParser) -> None:

@@ -83,7 +83,9 @@ def test_flags_beat_nvidia_smi(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "GPU A100 read from nvidia-smi" in out
 
 
-def test_a_bad_flag_value_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], no_smi) -> None:
+def test_a_bad_flag_value_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_smi
+) -> None:
     code, _, err = init(capsys, "-f", str(tmp_path / "e.toml"), "--gpu", "H1OO")
     assert code == 2 and "--gpu 'H1OO'" in err and not (tmp_path / "e.toml").exists()
 

@@ -54,11 +54,13 @@ def test_conda_packages_without_a_conda_target_are_refused(
 ) -> None:
     code, _, err = render(tmp_path, capsys, TORCH_271 + '\n[packages]\nconda = ["numpy"]\n')
     assert code == 2
-    assert "[packages] conda" in err and "no target uses strategy = \"conda\"" in err
+    assert "[packages] conda" in err and 'no target uses strategy = "conda"' in err
     assert "fix:" in err and "move them to [packages] pip" in err
     # one conda target among others uses them: fine
-    mixed = TORCH_271 + '\n[packages]\nconda = ["numpy"]\n\n[[target]]\nname = "w"\n\n' + (
-        '[[target]]\nname = "c"\nstrategy = "conda"\nframework = "torch"\n'
+    mixed = (
+        TORCH_271
+        + '\n[packages]\nconda = ["numpy"]\n\n[[target]]\nname = "w"\n\n'
+        + ('[[target]]\nname = "c"\nstrategy = "conda"\nframework = "torch"\n')
     )
     spec = tmp_path / "mixed.toml"
     spec.write_text(mixed)
@@ -67,7 +69,9 @@ def test_conda_packages_without_a_conda_target_are_refused(
 
 def test_os_with_the_conda_strategy_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = render(
-        tmp_path, capsys, '[stack]\ndriver = "580"\nframework = "jax"\nstrategy = "conda"\nos = "ubuntu24.04"\n'
+        tmp_path,
+        capsys,
+        '[stack]\ndriver = "580"\nframework = "jax"\nstrategy = "conda"\nos = "ubuntu24.04"\n',
     )
     assert code == 2
     assert "[stack] os = 'ubuntu24.04'" in err and "mambaorg/micromamba" in err
@@ -88,7 +92,7 @@ def test_a_python_only_deadsnakes_has_needs_the_opt_in(
     text = '[stack]\ndriver = "580"\nframework = "torch"\npython = "3.12"\nos = "ubuntu22.04"\n'
     code, out, err = render(tmp_path, capsys, text)
     assert code == 2 and "deadsnakes" not in out
-    assert "python = \"3.12\" is not ubuntu22.04's python3 (3.10)" in err
+    assert 'python = "3.12" is not ubuntu22.04\'s python3 (3.10)' in err
     assert 'python-source = "deadsnakes"' in err and "ubuntu24.04" in err  # whose python3 is 3.12
     code, out, err = render(tmp_path, capsys, text + 'python-source = "deadsnakes"\n')
     assert code == 0, err
@@ -134,7 +138,7 @@ def test_every_problem_in_the_file_is_reported_in_one_run(
 ) -> None:
     spec = tmp_path / "envbuild.toml"
     spec.write_text(
-        "[stack]\ndriver = 550\nframework = \"torch\"\nstrategy = \"docker\"\ndrivr = \"x\"\n\n"
+        '[stack]\ndriver = 550\nframework = "torch"\nstrategy = "docker"\ndrivr = "x"\n\n'
         '[packages]\npip = ["numpy && id"]\n\n[image]\nuser = "root"\n\n[smoke]\nsteps = 0\n\n'
         '[[target]]\nname = "Bad Name"\n'
     )
