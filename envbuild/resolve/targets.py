@@ -64,6 +64,8 @@ def _describe(result: TargetResolution, matrix: Matrix) -> str:
         value = result.fields.get(keyword)
         if value is None or value == []:
             continue
+        if keyword == "os" and result.fields.get("strategy") == "conda" and keyword not in result.overridden:
+            continue  # conda builds on micromamba whatever os says
         shown = ", ".join(value) if isinstance(value, list) else value
         if keyword in result.overridden:
             shown += f" ({flag})"
