@@ -40,15 +40,27 @@ def _lock_key(args: argparse.Namespace) -> bytes | None:
     return lock_key(args.lock_key_file)
 
 
-def _warn_base_images(lock, matrix) -> None:
-    from envbuild.matrix.lifecycle import base_image_warnings, today
+def _warn_base_images(lock, matrix, spec) -> None:
+    from envbuild.matrix.lifecycle import today
+    from envbuild.render.eolfix import lock_advice
 
     images = [(target.name, target.base_image) for target in lock.targets]
-    for name, warning in base_image_warnings(matrix, images, today()):
+    for name, warning in lock_advice(matrix, spec, images, today()):
         sys.stderr.write(f"warning: target {name}: {warning.message}\n  fix: {warning.fix}\n")
 
 
 def resolve(args: argparse.Namespace) -> int:
+    from envbuild.errors import UsageError
+
+    if args.file is not None:
+        return resolve_spec(args)
+    if args.target is not None:
+        raise UsageError("resolve --target needs -f SPEC", fix="add -f envbuild.toml, or drop --target")
+    if args.driver is None:
+        raise UsageError(
+            "resolve needs --driver VERSION, or -f SPEC to explain a spec's targets",
+            fix="e.g. envbuild resolve --driver 550, or envbuild resolve -f envbuild.toml",
+        )
     from envbuild.resolve.query import build_query
     from envbuild.resolve.report import to_json, to_text
     from envbuild.resolve.solver import resolve
@@ -61,7 +73,7 @@ def resolve(args: argparse.Namespace) -> int:
         frameworks=args.framework,
         python=args.python,
         cuda=args.cuda,
-        compat=args.compat,
+        compat=args.compat or "native",
         limit=args.limit,
         strategy=args.strategy,
         os=args.os,
@@ -70,6 +82,29 @@ def resolve(args: argparse.Namespace) -> int:
     output = to_json(resolution, matrix) if args.json else to_text(resolution, matrix, verbose=args.verbose)
     sys.stdout.write(output if output.endswith("\n") else output + "\n")
     return EXIT_OK if resolution.stacks else EXIT_NO_STACK
+
+
+def resolve_spec(args: argparse.Namespace) -> int:
+    """resolve -f: one section per target; flags override the spec's fields."""
+    from envbuild.resolve.targets import resolve_targets, to_json_targets, to_text_targets
+
+    spec, matrix = _spec(args), _load(args)
+    overrides = {
+        "driver": args.driver,
+        "gpus": args.gpu,
+        "frameworks": args.framework,
+        "python": args.python,
+        "cuda": args.cuda,
+        "compat": args.compat,
+        "strategy": args.strategy,
+        "os": args.os,
+    }
+    results = resolve_targets(matrix, spec, target=args.target, overrides=overrides, limit=args.limit)
+    if args.json:
+        sys.stdout.write(to_json_targets(results, matrix, spec) + "\n")
+    else:
+        sys.stdout.write(to_text_targets(results, matrix, spec, verbose=args.verbose))
+    return EXIT_OK if all(r.resolution.stacks for r in results) else EXIT_NO_STACK
 
 
 def render(args: argparse.Namespace) -> int:
@@ -112,7 +147,7 @@ def lock(args: argparse.Namespace) -> int:
         current, problems, path = check_lock_file(
             spec, matrix, key=_lock_key(args), base_image=args.base_image, offline=args.offline
         )
-        _warn_base_images(current, matrix)
+        _warn_base_images(current, matrix, spec)
         if problems:
             sys.stderr.write(f"error: {path} is out of date:\n")
             sys.stderr.writelines(f"  - {p}\n" for p in problems)
@@ -134,7 +169,7 @@ def lock(args: argparse.Namespace) -> int:
     for line in relock_summary(previous, new):
         print(line)
     print(f"wrote {path}")
-    _warn_base_images(new, matrix)
+    _warn_base_images(new, matrix, spec)
     if args.pylock:
         from envbuild.lock.uv import write_pylocks
 
@@ -278,9 +313,15 @@ def smoke(args: argparse.Namespace) -> int:
 
 
 def init(args: argparse.Namespace) -> int:
-    from envbuild.spec.starter import write_starter
+    from envbuild.host.hoststack import host_stack
+    from envbuild.matrix.lifecycle import today
+    from envbuild.spec.starter import starter_text, write_starter
 
-    print(f"wrote {write_starter(args.file, force=args.force)}; next: envbuild render -f {args.file}")
+    chosen = host_stack(_load(args), driver=args.driver, gpus=args.gpu, day=today())
+    written = write_starter(args.file, starter_text(chosen.driver, chosen.gpus), force=args.force)
+    for note in chosen.notes:
+        print(note)
+    print(f"wrote {written}; next: envbuild resolve -f {args.file}, then envbuild render -f {args.file}")
     return EXIT_OK
 
 

@@ -93,11 +93,18 @@ def _resolve(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--driver",
-        required=True,
         metavar="VERSION",
         help="host driver: 550, R550, 550.54 or 550.54.15 (a bare branch means "
-        "a current driver of that branch)",
+        "a current driver of that branch); required unless -f is given",
     )
+    parser.add_argument(
+        "-f",
+        "--file",
+        metavar="SPEC",
+        help="explain each target of this envbuild.toml: its [stack] and [[target]] fields are the "
+        "query; flags given beside it override the field of the same name",
+    )
+    add_target(parser, "with -f: only this [[target]] (default: all)")
     parser.add_argument(
         "--gpu",
         action="append",
@@ -118,7 +125,6 @@ def _resolve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compat",
         choices=COMPAT_MODES,
-        default="native",
         help="native (default) or minor: also allow same-major CUDA through minor-version compatibility",
     )
     parser.add_argument(
@@ -165,8 +171,30 @@ def _render(parser: argparse.ArgumentParser) -> None:
 
 
 def _init(parser: argparse.ArgumentParser) -> None:
-    add_spec_file(parser)
+    parser.add_argument(
+        "-f",
+        "-o",
+        "--file",
+        "--output",
+        dest="file",
+        default=SPEC_FILE,
+        metavar="SPEC",
+        help=f"the file to write, in a folder that exists (default: {SPEC_FILE})",
+    )
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+    parser.add_argument(
+        "--driver",
+        metavar="VERSION",
+        help="the driver your nodes run (default: nvidia-smi's, else the current LTS branch)",
+    )
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="NAME_OR_CC",
+        help="a GPU the image must run on (repeatable; default: nvidia-smi's GPUs)",
+    )
+    add_matrix(parser)
 
 
 def _lock(parser: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
 from envbuild.matrix.cuda_tags import CudaTag, parse_cuda_tag
-from envbuild.matrix.model import Image, Matrix
+from envbuild.matrix.model import Branch, Image, Matrix
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci.reference import parse_reference
 
@@ -215,3 +215,22 @@ def base_image_warnings(
         if warning:
             found.append((name, warning))
     return found
+
+
+def supported_branches(matrix: Matrix, day: datetime.date) -> list[Branch]:
+    """Production and long-term branches (PB, LTSB) whose end of life is on record and after `day`,
+    oldest first: the branches a driver upgrade can honestly be pointed at. New feature branches
+    are left out (short-lived by design), as are branches whose end of life nobody published."""
+    rows = [
+        b
+        for b in matrix.branches.values()
+        if b.type in ("LTSB", "PB") and b.eol and end_of_month(b.eol) >= day
+    ]
+    return sorted(rows, key=lambda b: b.branch)
+
+
+def current_lts(matrix: Matrix, day: datetime.date) -> Branch | None:
+    """The newest long-term support branch still supported on `day` (R620 on 2026-11-30), or None
+    when every LTSB in the matrix has ended: what `envbuild init` starts a spec from."""
+    lts = [b for b in supported_branches(matrix, day) if b.type == "LTSB"]
+    return lts[-1] if lts else None

@@ -17,10 +17,11 @@ from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
+from envbuild.render.coherence import check_framework_pins, check_python_source
 from envbuild.resolve.pins import stack_pins
-from envbuild.resolve.query import build_query
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
+from envbuild.resolve.spec_query import target_query
 from envbuild.spec import validate
 from envbuild.spec.lockfile import LockedTarget, requirement_lines
 from envbuild.spec.model import Spec, Target
@@ -103,27 +104,8 @@ class Plan(Record):
 def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, OperatingSystem, str]:
     stack = target.stack
     where = f"{spec.path} target {target.name!r}"
-    os_row = matrix.oses.get(stack.os)
-    if os_row is None:
-        raise UsageError(
-            f"{where}: os = {stack.os!r} is not an OS envbuild renders images for",
-            fix=f"use one of: {', '.join(matrix.oses)}",
-        )
-    python = stack.python
-    if python is None and stack.strategy != "conda":
-        python = format_minor(os_row.python)  # the OS's own python3: no third-party Python source
-    query = build_query(
-        matrix,
-        driver=stack.driver,
-        gpus=list(stack.gpus),
-        frameworks=[stack.framework],
-        python=python,
-        cuda=stack.cuda,
-        compat=stack.compat,
-        limit=1,
-        strategy=stack.strategy,
-        os=stack.os,
-    )
+    query = target_query(matrix, stack, where)  # the query `resolve -f` explains
+    os_row = matrix.oses[query.os or stack.os]
     result = resolve(matrix, query)
     if not result.stacks:
         misses = "; ".join(
@@ -133,7 +115,7 @@ def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, 
         raise NoStackError(
             f"{where}: no {stack.strategy} stack fits [stack] "
             f"({'; '.join(result.problems) or misses or 'nothing matched'})",
-            fix="run `envbuild resolve` with the same constraints to see every rejection, "
+            fix=f"run `envbuild resolve -f {spec.path} --target {target.name}` to see every rejection, "
             "then relax python, cuda, compat or the framework specifier",
         )
     return result.stacks[0], os_row, format_minor(result.stacks[0].python)
@@ -189,16 +171,9 @@ def build_plan(
     cuda = format_minor(stack.cuda)
     requirements, index, find_links = _framework_install(stack, strategy, spec.packages.index_url)
     index = spec.packages.framework_index_url or index  # a mirror of the variant's index
-    python_source = "system" if python == format_minor(os_row.python) else "deadsnakes"
-    if strategy == "conda":
-        python_source = "conda"
-    elif python_source == "deadsnakes" and os_row.family != "ubuntu":
-        raise UsageError(
-            f"{spec.path} target {target.name!r}: python {python} is not {os_row.name}'s python3 "
-            f"({format_minor(os_row.python)}), and only Ubuntu has a standard source for other Pythons",
-            fix=f'set python = "{format_minor(os_row.python)}", or an Ubuntu os (deadsnakes), '
-            f'or strategy = "conda"',
-        )
+    where = f"{spec.path} target {target.name!r}"
+    python_source = check_python_source(matrix, target, os_row, python, where)
+    check_framework_pins(spec, target, stack, where)
 
     runtime_image = None
     devel = spec.image.devel and strategy == "base-image"

@@ -109,6 +109,11 @@ def _native_claim(matrix: Matrix, driver: Driver) -> tuple[tuple[int, int] | Non
 
 
 def to_json(resolution: Resolution, matrix: Matrix) -> str:
+    return json.dumps(resolution_json(resolution, matrix), indent=2)
+
+
+def resolution_json(resolution: Resolution, matrix: Matrix) -> dict[str, Any]:
+    """The --json document of one resolution, as a dict (`resolve -f` puts one per target in a list)."""
     native, unfloored = _native_claim(matrix, resolution.query.driver)
     document = {
         "driver": str(resolution.query.driver),
@@ -124,7 +129,7 @@ def to_json(resolution: Resolution, matrix: Matrix) -> str:
         "closest": [closest_json(r) for r in resolution.closest],
         "with_minor_compat": minor_compat_json(resolution),
     }
-    return json.dumps(document, indent=2)
+    return document
 
 
 def _branch_json(matrix: Matrix, branch: int) -> dict[str, Any] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 
 from envbuild._util import toml
 from envbuild._util.record import TYPE_CHECKING, Record
@@ -19,12 +20,16 @@ from envbuild.spec.lockfile import LOCK_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 DEFAULT_TAG = "{target}-{framework}{framework_version}-cuda{cuda}-py{python}"
 DEFAULT_USER = "envbuild"
 
-STACK_KEYS = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os")
+STACK_KEYS = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os", "python-source")
+# where a Python other than the OS's python3 may come from: only what the spec opts into
+PYTHON_SOURCES = ("system", "deadsnakes")
 TABLE_KEYS = {
     "stack": STACK_KEYS,
     "packages": ("pip", "apt", "conda", "index-url", "extra-index-urls", "framework-index-url"),
@@ -35,7 +40,7 @@ TABLE_KEYS = {
 
 
 class StackSpec(Record):
-    __slots__ = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os")
+    __slots__ = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os", "python_source")
     driver: str
     gpus: tuple[str, ...]
     python: str | None
@@ -44,6 +49,7 @@ class StackSpec(Record):
     compat: str
     strategy: str
     os: str
+    python_source: str  # system (the OS's python3 only) | deadsnakes (the opt-in to Ubuntu's PPA)
 
 
 class Packages(Record):
@@ -100,15 +106,69 @@ class Spec(Record):
 
 
 class _Reader:
-    """Pulls typed, validated values out of the parsed TOML, remembering where they came from."""
+    """Pulls typed, validated values out of the parsed TOML, remembering where they came from.
 
-    def __init__(self, path: str) -> None:
+    A bad value is recorded, not raised, and reading goes on with a stand-in: one run reports every
+    problem in the file (`finish`), so a newcomer fixes them in one edit, not one per run."""
+
+    def __init__(self, path: str, source: str = "") -> None:
         self.path = path
+        self.source = source  # the file's text: a number's literal as written (3.10, not 3.1)
+        self.problems: list[UsageError] = []
 
     def fail(self, where: str, key: str, value: Any, problem: str, fix: str | None = None) -> UsageError:
         return UsageError(
             f"{self.path}: {where} {key} = {value!r}: {problem}",
             fix=fix or f"edit {key} in {where} of {os.path.basename(self.path)}",
+        )
+
+    def attempt(self, read: Callable[[], T], fallback: T) -> T:
+        """read(), or `fallback` with the problem recorded."""
+        try:
+            return read()
+        except UsageError as exc:
+            self.problems.append(exc)
+            return fallback
+
+    def finish(self) -> None:
+        """Raise every recorded problem as one UsageError (one problem: that problem, unchanged)."""
+        if len(self.problems) == 1:
+            raise self.problems[0]
+        if self.problems:
+            lines = [f"{self.path} has {len(self.problems)} problems:"]
+            for problem in self.problems:
+                lines.append(f"  - {problem.message}")
+                if problem.fix:
+                    lines.append(f"    fix: {problem.fix}")
+            raise UsageError(
+                "\n".join(lines), fix=f"correct each key named above in {os.path.basename(self.path)}"
+            )
+
+    def literal(self, key: str, value: Any) -> str:
+        """A number as the file spells it: TOML reads `python = 3.10` as the float 3.1, and the fix
+        must say "3.10"."""
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=\s*([-+0-9][0-9_.eE+-]*)\s*(#.*)?$")
+        for line in self.source.splitlines():
+            match = pattern.match(line)
+            if match:
+                try:
+                    if float(match.group(1).replace("_", "")) == float(value):
+                        return match.group(1)
+                except ValueError:
+                    continue
+        return repr(value)
+
+    def quote_hint(self, where: str, key: str, value: Any) -> UsageError | None:
+        """For a number where a string belongs: the error that says how to quote it."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        written = self.literal(key, value)
+        return self.fail(
+            where,
+            key,
+            value,
+            f"expected a string, and TOML reads {written} unquoted as a number",
+            fix=f'use {key} = "{written}" (quoted)',
         )
 
     def check_keys(self, where: str, table: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -118,9 +178,11 @@ class _Reader:
             if key not in allowed:
                 close = difflib.get_close_matches(key, allowed, n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
-                raise UsageError(
-                    f"{self.path}: {where} has an unknown key {key!r}",
-                    fix=f"{hint}accepted keys: {', '.join(allowed)}",
+                self.problems.append(
+                    UsageError(
+                        f"{self.path}: {where} has an unknown key {key!r}",
+                        fix=f"{hint}accepted keys: {', '.join(allowed)}",
+                    )
                 )
 
     def text(
@@ -142,7 +204,7 @@ class _Reader:
             return default
         value = table[key]
         if not isinstance(value, str):
-            raise self.fail(where, key, value, "expected a string")
+            raise self.quote_hint(where, key, value) or self.fail(where, key, value, "expected a string")
         if choices is not None and value not in choices:
             raise self.fail(where, key, value, f"accepted: {', '.join(choices)}")
         try:  # a check owns its field's rules (a pip marker may hold ';'); the rest get the common ones
@@ -155,7 +217,15 @@ class _Reader:
     ) -> tuple[str, ...]:
         value = table.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise self.fail(where, key, value, "expected a list of strings")
+            fix = None
+            if isinstance(value, list) and all(
+                isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
+            ):
+                quoted = ", ".join(
+                    f'"{v}"' if isinstance(v, str) else f'"{self.literal_in_list(key, v)}"' for v in value
+                )
+                fix = f"use {key} = [{quoted}] (each item quoted)"
+            raise self.fail(where, key, value, "expected a list of strings", fix=fix)
         cleaned = []
         for index, item in enumerate(value):
             try:
@@ -163,6 +233,19 @@ class _Reader:
             except ValueError as exc:
                 raise self.fail(where, f"{key}[{index}]", item, str(exc)) from None
         return tuple(cleaned)
+
+    def literal_in_list(self, key: str, value: float) -> str:
+        """A number in `key = [...]` as the file spells it (9.0 stays 9.0, 8.10 stays 8.10)."""
+        pattern = re.compile(rf"^\s*{re.escape(key)}\s*=\s*\[(.*)\]")
+        for line in self.source.splitlines():
+            match = pattern.match(line)
+            for token in (t.strip() for t in match.group(1).split(",")) if match else ():
+                try:
+                    if float(token.strip("'\"")) == float(value):
+                        return token.strip("'\"")
+                except ValueError:
+                    continue
+        return repr(value)
 
     def mapping(
         self, where: str, table: dict[str, Any], key: str, check_key: Callable[[str], str]
@@ -199,38 +282,53 @@ class _Reader:
     def table(self, data: dict[str, Any], name: str) -> dict[str, Any]:
         value = data.get(name, {})
         if not isinstance(value, dict):
-            raise UsageError(f"{self.path}: [{name}] must be a table", fix=f"write it as [{name}]")
+            self.problems.append(
+                UsageError(f"{self.path}: [{name}] must be a table", fix=f"write it as [{name}]")
+            )
+            return {}
         self.check_keys(f"[{name}]", value, TABLE_KEYS[name])
         return value
 
     def stack(self, where: str, table: dict[str, Any], base: StackSpec | None) -> StackSpec:
+        """[stack] (base None: its defaults) or a [[target]]'s overrides of `base`."""
+
         def pick(key: str, default: Any, **kwargs: Any) -> Any:
             if key in table:
-                return self.text(where, table, key, **kwargs)
+                return self.attempt(lambda: self.text(where, table, key, **kwargs), default)
             return default
 
         if base is None:
-            driver = self.text(where, table, "driver", required=True)
-            framework = self.text(where, table, "framework", required=True)
-            return StackSpec(
-                driver=driver,
-                gpus=self.strings(where, table, "gpus"),
-                python=self.text(where, table, "python"),
-                framework=framework,
-                cuda=self.text(where, table, "cuda"),
-                compat=self.text(where, table, "compat", "native", choices=COMPAT_MODES),
-                strategy=self.text(where, table, "strategy", "wheels", choices=STRATEGIES),
-                os=self.text(where, table, "os", "ubuntu22.04"),
+            base = StackSpec(
+                driver="",
+                gpus=(),
+                python=None,
+                framework="",
+                cuda=None,
+                compat="native",
+                strategy="wheels",
+                os="ubuntu22.04",
+                python_source="system",
             )
+            for key in ("driver", "framework"):
+                if key not in table:
+                    self.problems.append(
+                        UsageError(
+                            f"{self.path}: {where} is missing the key {key!r}",
+                            fix=f'add {key} = "..." under {where}',
+                        )
+                    )
         return StackSpec(
             driver=pick("driver", base.driver),
-            gpus=self.strings(where, table, "gpus") if "gpus" in table else base.gpus,
+            gpus=self.attempt(lambda: self.strings(where, table, "gpus"), ())
+            if "gpus" in table
+            else base.gpus,
             python=pick("python", base.python),
             framework=pick("framework", base.framework),
             cuda=pick("cuda", base.cuda),
             compat=pick("compat", base.compat, choices=COMPAT_MODES),
             strategy=pick("strategy", base.strategy, choices=STRATEGIES),
             os=pick("os", base.os),
+            python_source=pick("python-source", base.python_source, choices=PYTHON_SOURCES),
         )
 
 
@@ -252,81 +350,135 @@ def load_spec(path: str) -> Spec:
         raise UsageError(
             f"{path} is not valid TOML: {exc}", fix="fix the syntax at the position named above"
         ) from None
-    return parse_spec(data, path, hashlib.sha256(raw).hexdigest())
+    return parse_spec(data, path, hashlib.sha256(raw).hexdigest(), raw.decode("utf-8"))
 
 
-def parse_spec(data: dict[str, Any], path: str, digest: str) -> Spec:
-    reader = _Reader(path)
+def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -> Spec:
+    """The Spec, or one UsageError naming every problem in the file (`source`: its text, for
+    quoting numbers as written)."""
+    reader = _Reader(path, source)
     reader.check_keys("the top level", data, ("stack", "packages", "image", "smoke", "target"))
     stack_table = reader.table(data, "stack")
-    if not stack_table:
-        raise UsageError(
-            f"{path}: the [stack] table is missing or empty",
-            fix='add [stack] with at least driver = "550" and framework = "torch"',
-        )
+    if not stack_table:  # nothing below can be judged without it
+        if isinstance(data.get("stack", {}), dict):
+            reader.problems.append(
+                UsageError(
+                    f"{path}: the [stack] table is missing or empty",
+                    fix='add [stack] with at least driver = "550" and framework = "torch"',
+                )
+            )
+        reader.finish()
     stack = reader.stack("[stack]", stack_table, None)
 
     packages_table = reader.table(data, "packages")
+    where = "[packages]"
     packages = Packages(
-        pip=reader.strings("[packages]", packages_table, "pip", validate.pip_requirement),
-        apt=reader.strings("[packages]", packages_table, "apt", validate.apt_package),
-        conda=reader.strings("[packages]", packages_table, "conda", validate.conda_spec),
-        index_url=reader.text("[packages]", packages_table, "index-url", check=validate.url),
-        extra_index_urls=reader.strings("[packages]", packages_table, "extra-index-urls", validate.url),
-        framework_index_url=reader.text(
-            "[packages]", packages_table, "framework-index-url", check=validate.url
+        pip=reader.attempt(
+            lambda: reader.strings(where, packages_table, "pip", validate.pip_requirement), ()
+        ),
+        apt=reader.attempt(lambda: reader.strings(where, packages_table, "apt", validate.apt_package), ()),
+        conda=reader.attempt(lambda: reader.strings(where, packages_table, "conda", validate.conda_spec), ()),
+        index_url=reader.attempt(
+            lambda: reader.text(where, packages_table, "index-url", check=validate.url), None
+        ),
+        extra_index_urls=reader.attempt(
+            lambda: reader.strings(where, packages_table, "extra-index-urls", validate.url), ()
+        ),
+        framework_index_url=reader.attempt(
+            lambda: reader.text(where, packages_table, "framework-index-url", check=validate.url), None
         ),
     )
 
     image_table = reader.table(data, "image")
-    tags = reader.strings("[image]", image_table, "tags", validate.tag_template) or (DEFAULT_TAG,)
+    where = "[image]"
+    tags = reader.attempt(lambda: reader.strings(where, image_table, "tags", validate.tag_template), ())
     image = ImageSpec(
-        repository=reader.text(
-            "[image]", image_table, "repository", "envbuild/train", check=validate.repository
+        repository=reader.attempt(
+            lambda: reader.text(
+                where, image_table, "repository", "envbuild/train", check=validate.repository
+            ),
+            "envbuild/train",
         ),
-        tags=tags,
-        user=reader.text("[image]", image_table, "user", DEFAULT_USER, check=validate.user_name),
-        labels=reader.mapping("[image]", image_table, "labels", validate.label_key),
-        env=reader.mapping("[image]", image_table, "env", validate.env_name),
-        devel=reader.boolean("[image]", image_table, "devel", False),
+        tags=tags or (DEFAULT_TAG,),
+        user=reader.attempt(
+            lambda: reader.text(where, image_table, "user", DEFAULT_USER, check=validate.user_name),
+            DEFAULT_USER,
+        ),
+        labels=reader.attempt(lambda: reader.mapping(where, image_table, "labels", validate.label_key), ()),
+        env=reader.attempt(lambda: reader.mapping(where, image_table, "env", validate.env_name), ()),
+        devel=reader.attempt(lambda: reader.boolean(where, image_table, "devel", False), False),
     )
 
     smoke_table = reader.table(data, "smoke")
+    where = "[smoke]"
     smoke = SmokeSpec(
-        device=reader.text("[smoke]", smoke_table, "device", "gpu", choices=DEVICES),
-        steps=reader.integer("[smoke]", smoke_table, "steps", DEFAULT_STEPS, 1, 10_000),
-        precision=reader.text("[smoke]", smoke_table, "precision", DEFAULT_PRECISION, choices=PRECISIONS),
-        timeout=reader.integer("[smoke]", smoke_table, "timeout", DEFAULT_TIMEOUT_S, 10, 86_400),
+        device=reader.attempt(
+            lambda: reader.text(where, smoke_table, "device", "gpu", choices=DEVICES), "gpu"
+        ),
+        steps=reader.attempt(
+            lambda: reader.integer(where, smoke_table, "steps", DEFAULT_STEPS, 1, 10_000), DEFAULT_STEPS
+        ),
+        precision=reader.attempt(
+            lambda: reader.text(where, smoke_table, "precision", DEFAULT_PRECISION, choices=PRECISIONS),
+            DEFAULT_PRECISION,
+        ),
+        timeout=reader.attempt(
+            lambda: reader.integer(where, smoke_table, "timeout", DEFAULT_TIMEOUT_S, 10, 86_400),
+            DEFAULT_TIMEOUT_S,
+        ),
     )
 
     targets_raw = data.get("target", [])
     if not isinstance(targets_raw, list):
-        raise UsageError(
-            f"{path}: target must be an array of tables [[target]]",
-            fix="write each target as [[target]] with a name",
+        reader.problems.append(
+            UsageError(
+                f"{path}: target must be an array of tables [[target]]",
+                fix="write each target as [[target]] with a name",
+            )
         )
+        targets_raw = []
     targets = []
+    own_os = {}  # target name -> whether its own table sets os
     for index, entry in enumerate(targets_raw):
         where = f"[[target]] #{index + 1}"
         if not isinstance(entry, dict):
-            raise UsageError(f"{path}: {where} must be a table", fix="write it as [[target]]")
+            reader.problems.append(
+                UsageError(f"{path}: {where} must be a table", fix="write it as [[target]]")
+            )
+            continue
         reader.check_keys(where, entry, TABLE_KEYS["target"])
-        name = reader.text(where, entry, "name", required=True, check=validate.target_name)
+        name = reader.attempt(
+            lambda entry=entry, where=where: reader.text(
+                where, entry, "name", required=True, check=validate.target_name
+            ),
+            None,
+        )
+        if name is None:
+            continue
         if name in (os.path.basename(path), LOCK_NAME):  # `render -o .` would put a context in its place
-            raise UsageError(
-                f"{path}: {where} name = {name!r} is the name of the spec or its lock, and a target's "
-                "build context is written to a directory of its name",
-                fix="give the target another name",
+            reader.problems.append(
+                UsageError(
+                    f"{path}: {where} name = {name!r} is the name of the spec or its lock, and a target's "
+                    "build context is written to a directory of its name",
+                    fix="give the target another name",
+                )
             )
         targets.append(Target(name=name, stack=reader.stack(f"[[target]] {name!r}", entry, stack)))
+        own_os[name] = "os" in entry
     if not targets:
         targets.append(Target(name="default", stack=stack))
     names = [t.name for t in targets]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise UsageError(
-            f"{path}: target name {duplicates[0]!r} is used twice", fix="give every [[target]] a unique name"
+        reader.problems.append(
+            UsageError(
+                f"{path}: target name {duplicates[0]!r} is used twice",
+                fix="give every [[target]] a unique name",
+            )
         )
+    if not reader.problems:  # coherence of values that are each valid; stand-ins would mislead it
+        reader.problems += strategy_problems(path, stack_table, targets, own_os, packages)
+    reader.finish()
     return Spec(
         path=os.path.abspath(path),
         digest=digest,
@@ -335,3 +487,49 @@ def parse_spec(data: dict[str, Any], path: str, digest: str) -> Spec:
         image=image,
         smoke=smoke,
     )
+
+
+def strategy_problems(
+    path: str,
+    stack_table: dict[str, Any],
+    targets: list[Target],
+    own_os: dict[str, bool],
+    packages: Packages,
+) -> list[UsageError]:
+    """Settings no target's strategy uses, which envbuild used to drop without a word.
+
+    Errors, not warnings: each is a line the author wrote expecting an effect, and the image would
+    silently lack it. A setting some other target uses (an [stack] os inherited by one conda target
+    among wheels targets) is not one of them."""
+    problems = []
+    conda_targets = [t.name for t in targets if t.stack.strategy == "conda"]
+    if packages.conda and not conda_targets:
+        strategies = sorted({t.stack.strategy for t in targets})
+        problems.append(
+            UsageError(
+                f'{path}: [packages] conda = {list(packages.conda)!r}, but no target uses strategy = "conda" '
+                f"(strategy: {', '.join(strategies)}), so no image would get them",
+                fix='move them to [packages] pip (PyPI names), or set strategy = "conda" in [stack] '
+                "or in the [[target]] that needs them",
+            )
+        )
+    micromamba = "mambaorg/micromamba (Debian), whatever os says"
+    every_conda = bool(targets) and len(conda_targets) == len(targets)
+    if "os" in stack_table and every_conda and not any(own_os.values()):
+        problems.append(
+            UsageError(
+                f'{path}: [stack] os = {stack_table["os"]!r} is not used: strategy = "conda" builds on '
+                f"{micromamba}",
+                fix='remove os from [stack], or use strategy = "wheels" or "base-image" to build on that OS',
+            )
+        )
+    for target in targets:
+        if own_os.get(target.name) and target.stack.strategy == "conda":
+            problems.append(
+                UsageError(
+                    f"{path}: [[target]] {target.name!r} os = {target.stack.os!r} is not used: strategy = "
+                    f'"conda" builds on {micromamba}',
+                    fix='remove os from this [[target]], or give it strategy = "wheels" or "base-image"',
+                )
+            )
+    return problems

@@ -7,15 +7,16 @@ import os
 from envbuild._util.files import write_atomic
 from envbuild.errors import UsageError
 
-STARTER = """\
+STARTER_TEMPLATE = """\
 # envbuild.toml: describe the environment once; `envbuild resolve`, `render` and `build` read it.
 # Every key is optional unless marked required. Docs: README.md ("envbuild.toml").
 
 [stack]
-driver = "550"                 # required: the driver your nodes run (550, R550 or 550.54.15)
+{driver_line}
 framework = "torch"            # required: torch, tensorflow or jax, optionally "torch==2.5.*"
-# gpus = ["H100", "L4"]        # every GPU the image must run on (names or 8.9 / sm_89)
+{gpus_line}
 # python = "3.10"              # default: the OS's own python3 (conda: the newest the build supports)
+# python-source = "deadsnakes" # opt in to the deadsnakes PPA for a python the OS lacks (Ubuntu only)
 # cuda = ">=12.1"              # constrain the CUDA runtime
 # compat = "native"            # or "minor": allow newer CUDA minors through minor-version compatibility
 strategy = "wheels"            # wheels | base-image (nvidia/cuda + cuDNN) | conda (micromamba + conda-forge)
@@ -31,10 +32,10 @@ apt = []                       # Debian/Ubuntu package names, e.g. ["libgl1"]
 
 [image]
 repository = "envbuild/train"
-# tags = ["{target}-{framework}{framework_version}-cuda{cuda}-py{python}"]
+# tags = ["{{target}}-{{framework}}{{framework_version}}-cuda{{cuda}}-py{{python}}"]
 # user = "envbuild"            # images run as this non-root user
-# labels = { "org.opencontainers.image.source" = "https://github.com/acme/train" }
-# env = { PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }
+# labels = {{ "org.opencontainers.image.source" = "https://github.com/acme/train" }}
+# env = {{ PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }}
 # devel = false                # base-image: compile user packages in a CUDA devel stage
 
 [smoke]
@@ -50,7 +51,22 @@ timeout = 600                  # seconds
 """
 
 
-def write_starter(path: str, *, force: bool = False) -> str:
+def starter_text(driver: str, gpus: tuple[str, ...] = ()) -> str:
+    """The starter for this driver and these GPUs (init takes them from flags or nvidia-smi)."""
+    driver_line = (
+        f'driver = "{driver}"'.ljust(31) + "# required: the driver your nodes run (550, R550 or 550.54.15)"
+    )
+    if gpus:
+        listed = ", ".join(f'"{g}"' for g in gpus)
+        gpus_line = (
+            f"gpus = [{listed}]".ljust(31) + "# every GPU the image must run on (names or 8.9 / sm_89)"
+        )
+    else:
+        gpus_line = '# gpus = ["H100", "L4"]        # every GPU the image must run on (names or 8.9 / sm_89)'
+    return STARTER_TEMPLATE.format(driver_line=driver_line, gpus_line=gpus_line)
+
+
+def write_starter(path: str, text: str, *, force: bool = False) -> str:
     """Write the starter to `path`, a file in a directory that exists.
 
     A missing parent is refused rather than created: `init -f` with a typo in the directory would
@@ -70,7 +86,7 @@ def write_starter(path: str, *, force: bool = False) -> str:
     if os.path.exists(path) and not force:
         raise UsageError(f"{path} already exists", fix="pass --force to overwrite it, or -f OTHER.toml")
     try:
-        write_atomic(path, STARTER)
+        write_atomic(path, text)
     except OSError as exc:  # read-only or full filesystem, no permission: the user's to fix
         raise UsageError(
             f"-f {path}: cannot write it ({exc.strerror or exc})",

@@ -100,7 +100,7 @@ def test_bad_input_exits_2_with_a_fix(
 
 def test_argparse_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
-        main(["resolve"])
+        main(["resolve", "--driver"])
     assert info.value.code == 2
     assert "--driver" in capsys.readouterr().err
 

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from envbuild.render.eolfix import base_image_advice
 
 from envbuild.cli.app import main
 from envbuild.errors import UsageError
@@ -23,6 +24,9 @@ from envbuild.matrix.lifecycle import (
     today,
 )
 from envbuild.matrix.load import default_matrix_dir, load_matrix
+from envbuild.render.plan import build_plan
+from envbuild.spec.model import load_spec
+from tests.helpers.paths import EXAMPLES
 
 DIGEST = "@sha256:" + "a" * 64
 
@@ -153,3 +157,52 @@ def test_eol_dates_must_be_months(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert main(["matrix", "check", "--matrix", str(root)]) == 1
     err = capsys.readouterr().err
     assert "drivers.toml: [[branch]]" in err and "eol = 'June 2026'" in err and 'a month "YYYY-MM"' in err
+
+
+# --- issue 17 item 8: the way out of an EOL base image is checked against the spec ---------------
+
+TF_EXAMPLE = EXAMPLES / "tensorflow-base-image" / "envbuild.toml"
+
+
+def _locked_base(matrix, spec_path: Path) -> tuple:
+    spec = load_spec(str(spec_path))
+    target = spec.targets[0]
+    return spec, target, build_plan(matrix, spec, target).base_image + DIGEST
+
+
+def test_tf_example_eol_fix_is_a_driver_upgrade_that_resolves(
+    matrix, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVBUILD_TODAY", "2026-11-30")
+    spec, target, base = _locked_base(matrix, TF_EXAMPLE)
+    assert base.startswith("nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04@")  # R535's CUDA, ended 2026-06
+    advice = base_image_advice(matrix, spec, target, base, day("2026-11-30"))
+    assert advice is not None and advice.state == "eol"
+    # before: 'set cuda = "13.0"', which resolves to nothing on R535 (exit 3)
+    assert 'cuda = "13.0"' not in advice.fix
+    assert "upgrade the driver to R580 (LTSB, supported until 2028-06) or later" in advice.fix
+    assert 'set driver = "580" in [stack]' in advice.fix
+    assert dict(advice.edits) == {"driver": "580"}
+
+    # apply the fix as written: it resolves, renders, and the new base image draws no warning
+    fixed = tmp_path / "envbuild.toml"
+    fixed.write_text(TF_EXAMPLE.read_text().replace('driver = "535"', 'driver = "580"'))
+    assert main(["resolve", "-f", str(fixed)]) == 0
+    capsys.readouterr()
+    spec, target, base = _locked_base(matrix, fixed)
+    assert base_image_advice(matrix, spec, target, base, day("2026-11-30")) is None
+
+
+def test_when_the_driver_runs_a_supported_release_the_fix_is_that_release(
+    matrix, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "envbuild.toml"
+    text = '[stack]\ndriver = "580"\nframework = "torch"\nstrategy = "base-image"\ncuda = "12.4"\n'
+    path.write_text(text)
+    spec, target, base = _locked_base(matrix, path)
+    advice = base_image_advice(matrix, spec, target, base, day("2026-11-30"))
+    assert advice is not None and dict(advice.edits) == {"cuda": "13.0"}
+    assert 'set cuda = "13.0" in [stack]' in advice.fix and "upgrade" not in advice.fix
+    path.write_text(text.replace('cuda = "12.4"', 'cuda = "13.0"'))
+    assert main(["resolve", "-f", str(path)]) == 0
+    capsys.readouterr()

@@ -31,9 +31,10 @@ STRATEGIES = ("wheels", "base-image", "conda")
 def golden_spec(framework: str, strategy: str) -> str:
     requirement, driver, pip, apt = FRAMEWORKS[framework]
     conda = '\nconda = ["numpy"]' if strategy == "conda" else ""
+    os_line = "" if strategy == "conda" else 'os = "ubuntu22.04"\n'  # conda builds on micromamba
     return (
         f'[stack]\ndriver = "{driver}"\nframework = {requirement}\ngpus = ["H100"]\n'
-        f'strategy = "{strategy}"\nos = "ubuntu22.04"\n\n[packages]\npip = {pip}\napt = {apt}{conda}\n\n'
+        f'strategy = "{strategy}"\n{os_line}\n[packages]\npip = {pip}\napt = {apt}{conda}\n\n'
         f'[image]\nrepository = "registry.example/team/{framework}"\n'
     )
 
@@ -248,7 +249,9 @@ def test_multiple_targets_and_unknown_target(tmp_path: Path, capsys: pytest.Capt
 def test_python_other_than_the_os_python(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "p.toml"
     spec.write_text(
-        golden_spec("torch", "wheels").replace('os = "ubuntu22.04"', 'os = "ubuntu22.04"\npython = "3.12"')
+        golden_spec("torch", "wheels").replace(
+            'os = "ubuntu22.04"', 'os = "ubuntu22.04"\npython = "3.12"\npython-source = "deadsnakes"'
+        )
     )
     assert main(["render", "-f", str(spec), "--stdout"]) == 0
     out = capsys.readouterr().out

@@ -12,7 +12,7 @@ from envbuild.cli.app import main
 from envbuild.errors import UsageError
 from envbuild.smoke import DEFAULT_STEPS, DEFAULT_TIMEOUT_S
 from envbuild.spec.model import DEFAULT_TAG, load_spec
-from envbuild.spec.starter import STARTER
+from envbuild.spec.starter import starter_text
 
 GOOD = """
 [stack]
@@ -212,6 +212,6 @@ def test_init_into_a_folder_nobody_may_write_is_a_usage_error(
 def test_the_starter_spells_out_the_smoke_defaults(tmp_path: Path) -> None:
     """The starter writes steps and timeout as values a newcomer sees; they are the defaults."""
     spec = tmp_path / "envbuild.toml"
-    spec.write_text(STARTER)
+    spec.write_text(starter_text("580"))
     smoke = load_spec(str(spec)).smoke
     assert (smoke.steps, smoke.timeout) == (DEFAULT_STEPS, DEFAULT_TIMEOUT_S)
