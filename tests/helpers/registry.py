@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -260,3 +261,41 @@ class ForeignRealmRegistry(LoopbackServer):
                 self.reply(404, b'{"errors": [{"code": "NAME_UNKNOWN"}]}')
 
         super().__init__(Handler)
+
+
+# --- a server that answers from a script: rate limits, outages and connection resets ---------------
+
+
+class ScriptedServer(LoopbackServer):
+    """Answers each request with the next step of `script`, then with its last step for good.
+
+    A step is (status, headers) or "reset": the connection is closed with a TCP RST before any answer,
+    which is what a load balancer dropping a connection looks like. `seen` lists the paths asked for.
+    The 200 answer's body is `body` (a JSON object by default)."""
+
+    def __init__(self, script: list[tuple[int, dict[str, str]] | str], body: bytes = b"{}") -> None:
+        self.script = list(script)
+        self.seen: list[str] = []
+        outer = self
+
+        class Handler(RegistryHandler):
+            def do_GET(self) -> None:
+                step = outer.script[min(len(outer.seen), len(outer.script) - 1)]
+                outer.seen.append(self.path)
+                if step == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                status, headers = step  # type: ignore[misc]
+                payload = body if status == 200 else b'{"errors": [{"code": "TOOMANYREQUESTS"}]}'
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+        super().__init__(Handler)
+        self.server.handle_error = lambda request, address: None  # the reset step's closed socket
