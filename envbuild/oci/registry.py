@@ -29,8 +29,9 @@ import re
 from envbuild._util.http import short_reason, with_retries
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, NotFound, UsageError
+from envbuild.oci.credentials import Credentials, docker_config_path, find_credentials
 from envbuild.oci.labels import VERIFIED
-from envbuild.oci.reference import DIGEST_RE, HUB_ALIASES, TAG_RE, Reference, parse_reference
+from envbuild.oci.reference import DIGEST_RE, TAG_RE, Reference, parse_reference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -589,49 +590,6 @@ def _is_loopback(hostname: str) -> bool:
         return False
 
 
-def docker_config_path(docker_config: str | None = None) -> str:
-    directory = (
-        docker_config or os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
-    )
-    return os.path.join(directory, "config.json")
-
-
-def _credentials(parsed: Reference, docker_config: str | None) -> tuple[str, str] | None:
-    """(user, password) from the docker config's `auths` for this registry, or None."""
-    try:
-        with open(docker_config_path(docker_config), encoding="utf-8") as handle:
-            auths = json.load(handle).get("auths") or {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(auths, dict):
-        return None
-    wanted = {parsed.registry.lower()}
-    if parsed.registry in HUB_ALIASES:
-        wanted |= HUB_ALIASES
-    for key, entry in auths.items():
-        if not isinstance(entry, dict) or _config_key_host(key) not in wanted:
-            continue
-        if entry.get("auth"):
-            try:
-                user, sep, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
-            except (ValueError, UnicodeDecodeError):
-                continue
-            if sep:
-                return user, password
-        if entry.get("username") and entry.get("password"):
-            return str(entry["username"]), str(entry["password"])
-    return None
-
-
-def _config_key_host(key: str) -> str:
-    """ "https://index.docker.io/v1/" -> "index.docker.io"; "127.0.0.1:5000" stays as it is."""
-    host = key.strip().lower()
-    for prefix in ("https://", "http://"):
-        if host.startswith(prefix):
-            host = host[len(prefix) :]
-    return host.split("/", 1)[0]
-
-
 def _origin(url: str) -> tuple[str, str, int] | None:
     """(scheme, host, port) of an http(s) URL, the default port filled in; None for anything else."""
     from urllib.parse import urlsplit
@@ -666,8 +624,16 @@ class _Session:
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self.http = requests.Session()
-        self.credentials = _credentials(parsed, docker_config)
+        self.found: list[Credentials | None] = []  # looked up on the first challenge, then kept
         self.authorization: str | None = None
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The docker config's login for this registry (envbuild.oci.credentials), looked up when a
+        registry first asks for one: anonymous access never runs a credential helper."""
+        if not self.found:
+            self.found.append(find_credentials(self.parsed.registry, self.docker_config))
+        return self.found[0]
 
     @property
     def where(self) -> str:
@@ -736,10 +702,12 @@ class _Session:
         `scope` (Bearer only) replaces the challenge's scope: "repository:<repo>:pull,push" for a push.
         """
         scheme, params = _parse_challenge(response.headers.get("WWW-Authenticate", ""))
+        credentials = self.credentials
         if scheme == "basic":
-            if not self.credentials:
+            basic = credentials.basic() if credentials else None
+            if not basic:
                 raise self.needs_credentials(401)
-            return "Basic " + base64.b64encode(":".join(self.credentials).encode()).decode()
+            return "Basic " + base64.b64encode(":".join(basic).encode()).decode()
         if scheme != "bearer" or not params.get("realm"):
             raise EnvbuildError(
                 f"registry {self.parsed.registry} asked for an authentication scheme envbuild does not "
@@ -751,11 +719,13 @@ class _Session:
         query = {"service": params.get("service"), "scope": scope or params.get("scope")}
         if not query["scope"]:
             query["scope"] = f"repository:{self.parsed.repository}:pull"
-        token_response = self.get(
-            params["realm"],
-            params={k: v for k, v in query.items() if v},
-            auth=self.credentials,
-        )
+        query = {k: v for k, v in query.items() if v}
+        if credentials and credentials.identity_token:  # OAuth2: the refresh token for an access token
+            form = {**query, "grant_type": "refresh_token", "client_id": "envbuild"}
+            form["refresh_token"] = credentials.identity_token
+            token_response = self.request("POST", params["realm"], data=form)
+        else:
+            token_response = self.get(params["realm"], params=query, auth=credentials and credentials.basic())
         if token_response.status_code in (401, 403):
             raise self.needs_credentials(token_response.status_code)
         if token_response.status_code != 200:
@@ -802,9 +772,10 @@ class _Session:
 
     def needs_credentials(self, status: int) -> EnvbuildError:
         host = self.parsed.registry
+        found = self.found[0] if self.found else None
         known = (
-            "the credentials in the docker config were refused"
-            if self.credentials
+            f"the credentials from {found.source} were refused"
+            if found
             else (f"no credentials for {host} in {docker_config_path(self.docker_config)}")
         )
         return EnvbuildError(
