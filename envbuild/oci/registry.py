@@ -136,6 +136,45 @@ def list_tags(
     return first, tags
 
 
+def check_login(
+    registry: str, *, docker_config: str | None = None, timeout: float = 10, retries: int = 1
+) -> str:
+    """What `docker login REGISTRY` checks, without writing anything: GET /v2/ with the login the
+    docker config gives for it (envbuild.oci.credentials) through the registry's own challenge.
+
+    Returns what was found ("answers without a login", "logged in as USER with SOURCE"); raises the
+    EnvbuildError a pull or push would (no login: `docker login REGISTRY`; a refused login; a helper
+    that fails; an unreachable registry). `envbuild doctor --registry` shows the answer."""
+    parsed = parse_reference(f"{registry}/ping")
+    parsed = Reference(
+        name=parsed.registry,
+        registry=parsed.registry,
+        api_host=parsed.api_host,
+        repository="",
+        tag="",
+        digest=None,
+    )
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    url = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/"
+    response = session.request("GET", url)
+    if response.status_code == 401:
+        credentials = session.credentials
+        if credentials is None:  # an anonymous token would do for a pull, never for a push
+            raise session.needs_credentials(401)
+        response = session.request("GET", url, headers={"Authorization": session.authorize(response)})
+        if response.status_code in (401, 403):
+            raise session.needs_credentials(response.status_code)
+        if response.status_code == 200:
+            who = f"as {credentials.username} " if credentials.username else "with an identity token "
+            return f"logged in {who}(from {credentials.source})"
+    if response.status_code == 200:
+        return "answers GET /v2/ without a login"
+    raise EnvbuildError(
+        f"registry {parsed.registry} answered HTTP {response.status_code} to GET /v2/",
+        fix=f"check that {parsed.registry} is a registry (API v2) and that it is up",
+    )
+
+
 # --- registry-side promotion: read a manifest and its config, put the same bytes under new tags --------
 
 INDEX_MEDIA_TYPES = (
@@ -717,7 +756,7 @@ class _Session:
             )
         self.check_realm(params["realm"])
         query = {"service": params.get("service"), "scope": scope or params.get("scope")}
-        if not query["scope"]:
+        if not query["scope"] and self.parsed.repository:  # a login check (GET /v2/) asks for no scope
             query["scope"] = f"repository:{self.parsed.repository}:pull"
         query = {k: v for k, v in query.items() if v}
         if credentials and credentials.identity_token:  # OAuth2: the refresh token for an access token
@@ -778,8 +817,9 @@ class _Session:
             if found
             else (f"no credentials for {host} in {docker_config_path(self.docker_config)}")
         )
+        to = f" to {self.parsed.repository}" if self.parsed.repository else ""
         return EnvbuildError(
-            f"registry {host} refused access to {self.parsed.repository} (HTTP {status}; {known}); "
+            f"registry {host} refused access{to} (HTTP {status}; {known}); "
             f"it needs credentials: docker login {host}",
             fix=f"run `docker login {host}` (or pass the docker config directory that has the login), "
             "and check the repository name and your access to it",
