@@ -6,7 +6,9 @@ manifest list / OCI index) the tag points at right now and returns its "sha256:.
 
 Authentication follows what `docker pull` does: anonymous first, then on a 401 the challenge in
 WWW-Authenticate decides - a Bearer token from the realm it names (with the docker config's
-credentials for that registry, when there are some), or HTTP basic with those credentials.
+credentials for that registry, when there are some), or HTTP basic with those credentials. The
+credentials are looked up on the first challenge only, where the docker CLI looks (credHelpers,
+credsStore, auths: envbuild.oci.credentials); an identity token is traded for an access token.
 Credentials never appear in a message or an exception: no request header is ever quoted, and what a
 registry says (its error bodies, the URLs it names) passes through `redact` before it is quoted.
 A Bearer realm must be https, or plain http on the registry's own host and port: credentials and
