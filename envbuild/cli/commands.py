@@ -295,7 +295,14 @@ def ci_github(args: argparse.Namespace) -> int:
 def doctor(args: argparse.Namespace) -> int:
     from envbuild.host.doctor import run_doctor, to_json, to_text
 
-    checks = run_doctor(_load(args), lock=args.lock, image=args.image, timeout=args.timeout)
+    checks = run_doctor(
+        _load(args),
+        lock=args.lock,
+        image=args.image,
+        timeout=args.timeout,
+        gpu=args.gpu,
+        registries=tuple(args.registry),
+    )
     sys.stdout.write(to_json(checks) + "\n" if args.json else to_text(checks))
     return EXIT_FAILURE if any(c.status == "fail" for c in checks) else EXIT_OK
 

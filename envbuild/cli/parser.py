@@ -334,6 +334,19 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
     )
     subject.add_argument("--image", metavar="REF", help="judge this image (labels, NVIDIA_REQUIRE_CUDA)")
     parser.add_argument(
+        "--no-gpu",
+        dest="gpu",
+        action="store_false",
+        help="for CPU CI runners: check the Engine, BuildKit and --registry logins, no nvidia-smi",
+    )
+    parser.add_argument(
+        "--registry",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="check the docker login for this registry as `docker login` would (repeatable)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,

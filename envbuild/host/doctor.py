@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 
@@ -27,6 +28,7 @@ from envbuild.matrix.model import Gpu, Matrix, find_gpu
 from envbuild.matrix.support import capability_gpu, first_driver, unsupported
 from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
 from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
+from envbuild.oci.reference import parse_reference
 from envbuild.resolve.solver import native_cuda_of
 from envbuild.smoke.programs.smoke_common import require_satisfied
 from envbuild.spec.lockfile import LOCK_NAME
@@ -249,26 +251,44 @@ def _ask(client, deadline: Deadline, request: Callable[[], Any]) -> Any:
     return request()
 
 
-def check_docker(deadline: Deadline | None = None) -> list[Check]:
+# the docker SDK's URLs for the Engine socket ("http+docker://localhost/v1.41/images/x/json"), with the
+# "for" or "for url:" that leads into them: internal plumbing, not something a user can act on
+_SDK_URL = re.compile(r"(?i)(?:\s+for(?:\s+url:?)?)?\s+http\+(?:docker|unix)://\S+")
+
+
+def engine_reason(exc: BaseException) -> str:
+    """The first line of what the docker SDK said, without its http+docker:// URLs: the Engine's own
+    explanation when it gave one ("No such image: x:latest")."""
+    from envbuild._util.redact import redact
+
+    text = str(getattr(exc, "explanation", None) or exc)
+    text = _SDK_URL.sub("", text).strip()
+    return redact((text.splitlines() or [type(exc).__name__])[0][:200]) or type(exc).__name__
+
+
+def check_docker(deadline: Deadline | None = None, *, gpu: bool = True) -> list[Check]:
+    """The Engine: reachable and its version; with `gpu`, also its NVIDIA runtime and the toolkit."""
     deadline = deadline or Deadline(math.inf)
     try:
         client = _engine(deadline)
         version = _ask(client, deadline, client.version)
-        info = _ask(client, deadline, client.info)
+        info = _ask(client, deadline, client.info) if gpu else {}
     except DeadlineExceeded:
         raise
     except Exception as exc:  # the SDK raises DockerException, requests errors, FileNotFoundError...
         if deadline.expired():  # the request timed out on what was left of the deadline
             raise DeadlineExceeded from None
-        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        unreachable = Check(
+            name="docker engine",
+            status="fail",
+            evidence=f"not reachable: {engine_reason(exc)}",
+            fix="start dockerd (systemctl start docker), check DOCKER_HOST, and that this user may use "
+            "the socket (the docker group)",
+        )
+        if not gpu:
+            return [unreachable]
         return [
-            Check(
-                name="docker engine",
-                status="fail",
-                evidence=f"not reachable: {reason}",
-                fix="start dockerd (systemctl start docker), check DOCKER_HOST, and that this user may use "
-                "the socket (the docker group)",
-            ),
+            unreachable,
             Check(name="nvidia runtime", status="skip", evidence="no engine to ask", fix=None),
         ]
     checks = [
@@ -279,6 +299,8 @@ def check_docker(deadline: Deadline | None = None) -> list[Check]:
             fix=None,
         )
     ]
+    if not gpu:
+        return checks
     runtimes = sorted((info.get("Runtimes") or {}).keys())
     cdi = [
         d.get("ID", "") for d in info.get("DiscoveredDevices") or [] if "nvidia.com/gpu" in d.get("ID", "")
@@ -317,6 +339,38 @@ def check_docker(deadline: Deadline | None = None) -> list[Check]:
             )
         )
     return checks
+
+
+def check_buildkit() -> Check:
+    """Whether `envbuild build` can use BuildKit (the backend `--builder auto` picks when it can): a
+    docker client that runs BuildKit builds (envbuild.image.engine.buildkit_available)."""
+    from envbuild.image.engine import buildkit_available, docker_cli
+
+    cli = docker_cli()
+    if cli and buildkit_available(cli):
+        return Check(name="buildkit", status="ok", evidence=f"{cli} runs BuildKit builds", fix=None)
+    return Check(
+        name="buildkit",
+        status="warn",
+        evidence=f"the docker client ({cli or 'none found'}) cannot run BuildKit builds; `envbuild build` "
+        "falls back to the Engine's classic builder",
+        fix="install the docker client with buildx (docker-buildx / docker-buildx-plugin), or set "
+        "DOCKER_CLI to one; --builder api builds without it",
+    )
+
+
+def check_registry(host: str, deadline: Deadline) -> Check:
+    """The login for `host` from the docker config, tried against the registry as `docker login` does."""
+    from envbuild.oci.registry import check_login
+
+    name = f"registry {host}"
+    try:
+        evidence = check_login(host, timeout=deadline.budget(ENGINE_TIMEOUT_S), retries=0)
+    except EnvbuildError as exc:
+        if deadline.expired():
+            raise DeadlineExceeded from None
+        return Check(name=name, status="fail", evidence=exc.message, fix=exc.fix)
+    return Check(name=name, status="ok", evidence=evidence, fix=None)
 
 
 def _check_container_cli(cli: str, deadline: Deadline) -> Check:
@@ -510,7 +564,7 @@ def image_checks(
             Check(
                 name=f"image {ref}",
                 status="fail",
-                evidence=f"cannot inspect it: {str(exc).splitlines()[0][:200]}",
+                evidence=f"cannot inspect it: {engine_reason(exc)}",
                 fix="pull it first (docker pull), or check the reference",
             )
         ]
@@ -551,7 +605,9 @@ def image_checks(
     )
 
 
-def check_inputs(*, timeout: float, lock: str | None) -> None:
+def check_inputs(
+    *, timeout: float, lock: str | None, image: str | None = None, registries: tuple[str, ...] = ()
+) -> None:
     """Refuse bad flags before any check runs: a usage error should not wait out a slow host."""
     if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(
@@ -564,6 +620,47 @@ def check_inputs(*, timeout: float, lock: str | None) -> None:
             f"--lock {lock} is a directory; it takes the envbuild.lock file",
             fix=f"pass the lock file itself: --lock {os.path.join(lock, LOCK_NAME)}",
         )
+    if lock is not None and _is_spec(lock):
+        raise UsageError(
+            f"--lock {lock} is an envbuild spec (envbuild.toml), not a lock: --lock takes the "
+            f"{LOCK_NAME} that `envbuild lock` writes from it",
+            fix=f"run `envbuild lock -f {lock}` and pass --lock "
+            f"{os.path.join(os.path.dirname(lock), LOCK_NAME)}",
+        )
+    if image is not None:
+        try:
+            parse_reference(image)
+        except UsageError as exc:
+            raise UsageError(
+                f"--image {image!r} is not an image reference: {exc.message}",
+                fix="give NAME[:TAG][@sha256:DIGEST] of an image in this Engine, e.g. "
+                "--image ghcr.io/acme/train:v1 (lowercase name, no spaces)",
+            ) from None
+    for host in registries:
+        if not REGISTRY_HOST_RE.fullmatch(host):
+            raise UsageError(
+                f"--registry {host!r} is not a registry host",
+                fix="give the registry as HOST[:PORT], as `docker login` takes it: e.g. --registry ghcr.io, "
+                "--registry 123456789012.dkr.ecr.us-east-1.amazonaws.com, --registry 127.0.0.1:5000",
+            )
+
+
+REGISTRY_HOST_RE = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)(?:\.[A-Za-z0-9-]+)*(?::[0-9]{1,5})?"
+)
+
+
+def _is_spec(path: str) -> bool:
+    """Whether `path` reads as a spec (its [stack], [packages], [image] or [smoke] tables, no
+    lock-version): a lock's reader would call it malformed, which hides the real mistake."""
+    from envbuild._util import toml
+
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = toml.loads(handle.read())
+    except (OSError, UnicodeDecodeError, toml.TOMLDecodeError):
+        return False
+    return "lock-version" not in data and any(key in data for key in ("stack", "packages", "image", "smoke"))
 
 
 # What to do when a step runs out of time: the usual reason it hangs, then the way around it.
@@ -603,9 +700,14 @@ def run_doctor(
     image: str | None = None,
     nvidia_smi: str = "nvidia-smi",
     timeout: float = DEFAULT_TIMEOUT_S,
+    gpu: bool = True,
+    registries: tuple[str, ...] = (),
 ) -> list[Check]:
-    """Every check, in the field's order, within one deadline of `timeout` seconds."""
-    check_inputs(timeout=timeout, lock=lock)
+    """Every check, in the field's order, within one deadline of `timeout` seconds.
+
+    `gpu=False` (--no-gpu, for CPU CI runners) runs no nvidia-smi and no NVIDIA runtime check: the
+    Engine, BuildKit, and the login to each of `registries`."""
+    check_inputs(timeout=timeout, lock=lock, image=image, registries=registries)
     deadline = Deadline(timeout)
     found: dict[str, SmiReport | None] = {"smi": None}
 
@@ -629,6 +731,13 @@ def run_doctor(
         ("nvidia-smi", host),
         ("docker engine", lambda: check_docker(deadline)),
     ]
+    if not gpu:
+        steps = [
+            ("docker engine", lambda: check_docker(deadline, gpu=False)),
+            ("buildkit", lambda: [check_buildkit()]),
+        ]
+    for registry in registries:
+        steps.append((f"registry {registry}", lambda registry=registry: [check_registry(registry, deadline)]))
     if lock:
         steps.append((f"lock {lock}", lambda: lock_checks(matrix, found["smi"], lock)))
     if image:

@@ -6,7 +6,9 @@ manifest list / OCI index) the tag points at right now and returns its "sha256:.
 
 Authentication follows what `docker pull` does: anonymous first, then on a 401 the challenge in
 WWW-Authenticate decides - a Bearer token from the realm it names (with the docker config's
-credentials for that registry, when there are some), or HTTP basic with those credentials.
+credentials for that registry, when there are some), or HTTP basic with those credentials. The
+credentials are looked up on the first challenge only, where the docker CLI looks (credHelpers,
+credsStore, auths: envbuild.oci.credentials); an identity token is traded for an access token.
 Credentials never appear in a message or an exception: no request header is ever quoted, and what a
 registry says (its error bodies, the URLs it names) passes through `redact` before it is quoted.
 A Bearer realm must be https, or plain http on the registry's own host and port: credentials and
@@ -29,8 +31,9 @@ import re
 from envbuild._util.http import short_reason, with_retries
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, NotFound, UsageError
+from envbuild.oci.credentials import Credentials, docker_config_path, find_credentials
 from envbuild.oci.labels import VERIFIED
-from envbuild.oci.reference import DIGEST_RE, HUB_ALIASES, TAG_RE, Reference, parse_reference
+from envbuild.oci.reference import DIGEST_RE, TAG_RE, Reference, parse_reference
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -133,6 +136,45 @@ def list_tags(
         link = re.search(r'<([^>]+)>\s*;\s*rel="?next"?', response.headers.get("Link", ""))
         url = urljoin(url, link.group(1)) if link else None
     return first, tags
+
+
+def check_login(
+    registry: str, *, docker_config: str | None = None, timeout: float = 10, retries: int = 1
+) -> str:
+    """What `docker login REGISTRY` checks, without writing anything: GET /v2/ with the login the
+    docker config gives for it (envbuild.oci.credentials) through the registry's own challenge.
+
+    Returns what was found ("answers without a login", "logged in as USER with SOURCE"); raises the
+    EnvbuildError a pull or push would (no login: `docker login REGISTRY`; a refused login; a helper
+    that fails; an unreachable registry). `envbuild doctor --registry` shows the answer."""
+    parsed = parse_reference(f"{registry}/ping")
+    parsed = Reference(
+        name=parsed.registry,
+        registry=parsed.registry,
+        api_host=parsed.api_host,
+        repository="",
+        tag="",
+        digest=None,
+    )
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    url = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/"
+    response = session.request("GET", url)
+    if response.status_code == 401:
+        credentials = session.credentials
+        if credentials is None:  # an anonymous token would do for a pull, never for a push
+            raise session.needs_credentials(401)
+        response = session.request("GET", url, headers={"Authorization": session.authorize(response)})
+        if response.status_code in (401, 403):
+            raise session.needs_credentials(response.status_code)
+        if response.status_code == 200:
+            who = f"as {credentials.username} " if credentials.username else "with an identity token "
+            return f"logged in {who}(from {credentials.source})"
+    if response.status_code == 200:
+        return "answers GET /v2/ without a login"
+    raise EnvbuildError(
+        f"registry {parsed.registry} answered HTTP {response.status_code} to GET /v2/",
+        fix=f"check that {parsed.registry} is a registry (API v2) and that it is up",
+    )
 
 
 # --- registry-side promotion: read a manifest and its config, put the same bytes under new tags --------
@@ -589,49 +631,6 @@ def _is_loopback(hostname: str) -> bool:
         return False
 
 
-def docker_config_path(docker_config: str | None = None) -> str:
-    directory = (
-        docker_config or os.environ.get("DOCKER_CONFIG") or os.path.join(os.path.expanduser("~"), ".docker")
-    )
-    return os.path.join(directory, "config.json")
-
-
-def _credentials(parsed: Reference, docker_config: str | None) -> tuple[str, str] | None:
-    """(user, password) from the docker config's `auths` for this registry, or None."""
-    try:
-        with open(docker_config_path(docker_config), encoding="utf-8") as handle:
-            auths = json.load(handle).get("auths") or {}
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(auths, dict):
-        return None
-    wanted = {parsed.registry.lower()}
-    if parsed.registry in HUB_ALIASES:
-        wanted |= HUB_ALIASES
-    for key, entry in auths.items():
-        if not isinstance(entry, dict) or _config_key_host(key) not in wanted:
-            continue
-        if entry.get("auth"):
-            try:
-                user, sep, password = base64.b64decode(entry["auth"]).decode("utf-8").partition(":")
-            except (ValueError, UnicodeDecodeError):
-                continue
-            if sep:
-                return user, password
-        if entry.get("username") and entry.get("password"):
-            return str(entry["username"]), str(entry["password"])
-    return None
-
-
-def _config_key_host(key: str) -> str:
-    """ "https://index.docker.io/v1/" -> "index.docker.io"; "127.0.0.1:5000" stays as it is."""
-    host = key.strip().lower()
-    for prefix in ("https://", "http://"):
-        if host.startswith(prefix):
-            host = host[len(prefix) :]
-    return host.split("/", 1)[0]
-
-
 def _origin(url: str) -> tuple[str, str, int] | None:
     """(scheme, host, port) of an http(s) URL, the default port filled in; None for anything else."""
     from urllib.parse import urlsplit
@@ -666,8 +665,16 @@ class _Session:
         self.timeout = timeout
         self.retries = max(0, int(retries))
         self.http = requests.Session()
-        self.credentials = _credentials(parsed, docker_config)
+        self.found: list[Credentials | None] = []  # looked up on the first challenge, then kept
         self.authorization: str | None = None
+
+    @property
+    def credentials(self) -> Credentials | None:
+        """The docker config's login for this registry (envbuild.oci.credentials), looked up when a
+        registry first asks for one: anonymous access never runs a credential helper."""
+        if not self.found:
+            self.found.append(find_credentials(self.parsed.registry, self.docker_config))
+        return self.found[0]
 
     @property
     def where(self) -> str:
@@ -736,10 +743,12 @@ class _Session:
         `scope` (Bearer only) replaces the challenge's scope: "repository:<repo>:pull,push" for a push.
         """
         scheme, params = _parse_challenge(response.headers.get("WWW-Authenticate", ""))
+        credentials = self.credentials
         if scheme == "basic":
-            if not self.credentials:
+            basic = credentials.basic() if credentials else None
+            if not basic:
                 raise self.needs_credentials(401)
-            return "Basic " + base64.b64encode(":".join(self.credentials).encode()).decode()
+            return "Basic " + base64.b64encode(":".join(basic).encode()).decode()
         if scheme != "bearer" or not params.get("realm"):
             raise EnvbuildError(
                 f"registry {self.parsed.registry} asked for an authentication scheme envbuild does not "
@@ -749,13 +758,15 @@ class _Session:
             )
         self.check_realm(params["realm"])
         query = {"service": params.get("service"), "scope": scope or params.get("scope")}
-        if not query["scope"]:
+        if not query["scope"] and self.parsed.repository:  # a login check (GET /v2/) asks for no scope
             query["scope"] = f"repository:{self.parsed.repository}:pull"
-        token_response = self.get(
-            params["realm"],
-            params={k: v for k, v in query.items() if v},
-            auth=self.credentials,
-        )
+        query = {k: v for k, v in query.items() if v}
+        if credentials and credentials.identity_token:  # OAuth2: the refresh token for an access token
+            form = {**query, "grant_type": "refresh_token", "client_id": "envbuild"}
+            form["refresh_token"] = credentials.identity_token
+            token_response = self.request("POST", params["realm"], data=form)
+        else:
+            token_response = self.get(params["realm"], params=query, auth=credentials and credentials.basic())
         if token_response.status_code in (401, 403):
             raise self.needs_credentials(token_response.status_code)
         if token_response.status_code != 200:
@@ -802,13 +813,15 @@ class _Session:
 
     def needs_credentials(self, status: int) -> EnvbuildError:
         host = self.parsed.registry
+        found = self.found[0] if self.found else None
         known = (
-            "the credentials in the docker config were refused"
-            if self.credentials
+            f"the credentials from {found.source} were refused"
+            if found
             else (f"no credentials for {host} in {docker_config_path(self.docker_config)}")
         )
+        to = f" to {self.parsed.repository}" if self.parsed.repository else ""
         return EnvbuildError(
-            f"registry {host} refused access to {self.parsed.repository} (HTTP {status}; {known}); "
+            f"registry {host} refused access{to} (HTTP {status}; {known}); "
             f"it needs credentials: docker login {host}",
             fix=f"run `docker login {host}` (or pass the docker config directory that has the login), "
             "and check the repository name and your access to it",

@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import json
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -260,3 +261,132 @@ class ForeignRealmRegistry(LoopbackServer):
                 self.reply(404, b'{"errors": [{"code": "NAME_UNKNOWN"}]}')
 
         super().__init__(Handler)
+
+
+# --- a server that answers from a script: rate limits, outages and connection resets ---------------
+
+
+class ScriptedServer(LoopbackServer):
+    """Answers each request with the next step of `script`, then with its last step for good.
+
+    A step is (status, headers) or "reset": the connection is closed with a TCP RST before any answer,
+    which is what a load balancer dropping a connection looks like. `seen` lists the paths asked for.
+    The 200 answer's body is `body` (a JSON object by default)."""
+
+    def __init__(self, script: list[tuple[int, dict[str, str]] | str], body: bytes = b"{}") -> None:
+        self.script = list(script)
+        self.seen: list[str] = []
+        outer = self
+
+        class Handler(RegistryHandler):
+            def do_GET(self) -> None:
+                step = outer.script[min(len(outer.seen), len(outer.script) - 1)]
+                outer.seen.append(self.path)
+                if step == "reset":
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                status, headers = step  # type: ignore[misc]
+                payload = body if status == 200 else b'{"errors": [{"code": "TOOMANYREQUESTS"}]}'
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+        super().__init__(Handler)
+        self.server.handle_error = lambda request, address: None  # the reset step's closed socket
+
+
+# --- docker logins through credential helpers --------------------------------------------------------
+
+HELPER = """#!{python}
+# docker-credential-{name}, a stand-in speaking the credential-helper protocol: `get`, the server URL on
+# stdin. Each call's arguments and stdin are appended to {name}.calls next to it.
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+server = sys.stdin.read()
+with open(os.path.join(here, "{name}.calls"), "a") as log:
+    log.write(json.dumps([sys.argv[1:], server]) + "\\n")
+mode, user, secret = {mode!r}, {user!r}, {secret!r}
+if mode == "ok":
+    print(json.dumps({{"ServerURL": server.strip(), "Username": user, "Secret": secret}}))
+elif mode == "notfound":
+    print("credentials not found in native keychain")
+    sys.exit(1)
+elif mode == "crash":
+    print("panic: token " + secret + " for " + user + " expired")
+    sys.stderr.write("error getting credentials - err: exit status 2, out: `" + secret + "`\\n")
+    sys.exit(2)
+else:  # "garbage": exit 0 and something that is not the protocol's JSON
+    print("Secret=" + secret)
+"""
+
+
+def write_credential_helper(
+    directory: Path, name: str, *, user: str = "", secret: str = "", mode: str = "ok"
+) -> Path:
+    """An executable docker-credential-`name` in `directory` (put it first on PATH); `mode` is "ok"
+    (answers user and secret), "notfound", "crash" (prints the secret, exits 2) or "garbage"."""
+    import sys
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"docker-credential-{name}"
+    path.write_text(HELPER.format(python=sys.executable, name=name, mode=mode, user=user, secret=secret))
+    path.chmod(0o755)
+    return path
+
+
+def helper_calls(directory: Path, name: str) -> list[tuple[list[str], str]]:
+    """[(arguments, stdin), ...] of every run of the stand-in helper `name` so far."""
+    log = directory / f"{name}.calls"
+    if not log.exists():
+        return []
+    return [tuple(json.loads(line)) for line in log.read_text().splitlines()]  # type: ignore[misc]
+
+
+def write_config_json(directory: Path, config: dict) -> str:
+    """A docker config directory with exactly `config` as its config.json."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    return str(directory)
+
+
+def basic_auth(user: str, password: str) -> str:
+    """The `auth` value of a docker config's `auths` entry."""
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def start_htpasswd_registry(directory: Path, user: str, password: str) -> tuple[str, subprocess.Popen[bytes]]:
+    """Debian's docker-registry wanting HTTP basic `user`:`password` (an htpasswd file, bcrypt)."""
+    import bcrypt
+
+    directory.mkdir(parents=True, exist_ok=True)
+    htpasswd = directory / "htpasswd"
+    htpasswd.write_bytes(user.encode() + b":" + bcrypt.hashpw(password.encode(), bcrypt.gensalt()) + b"\n")
+    auth_yaml = f"auth:\n  htpasswd:\n    realm: envbuild-test\n    path: {htpasswd}\n"
+    return start_registry(directory / "registry", auth_yaml)
+
+
+def upload_image(host: str, repo: str, tag: str, auth: tuple[str, str] | None = None) -> str:
+    """Put verified_image()'s layerless image as `repo:tag` over the registry API (no Engine needed);
+    its manifest digest."""
+    manifest, digest, config, config_digest = verified_image()
+    started = requests.post(f"http://{host}/v2/{repo}/blobs/uploads/", auth=auth, timeout=10)
+    assert started.status_code == 202, started.text
+    location = started.headers["Location"]
+    url = location if "://" in location else f"http://{host}{location}"
+    put = requests.put(url, params={"digest": config_digest}, data=config, auth=auth, timeout=10)
+    assert put.status_code == 201, put.text
+    stored = requests.put(
+        f"http://{host}/v2/{repo}/manifests/{tag}",
+        data=manifest,
+        headers={"Content-Type": MANIFEST_V2},
+        auth=auth,
+        timeout=10,
+    )
+    assert stored.status_code == 201, stored.text
+    return digest
