@@ -32,3 +32,8 @@ def yaml_load(text: str):
 
 def yaml_dump(value: object, path: Path) -> None:
     YAML(typ="safe", pure=True).dump(value, path)
+
+
+# What the tests' workflows install envbuild from: envbuild is not on PyPI, so `ci github` and
+# `ci gitlab` need an --install unless the running envbuild came from somewhere a runner can reach.
+INSTALL = "git+https://github.com/acme/envbuild@v0.1.0"

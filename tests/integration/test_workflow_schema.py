@@ -7,8 +7,9 @@ import pytest
 
 from envbuild.scaleout.github import workflow_yaml
 from envbuild.spec.model import load_spec
+from tests.helpers.paths import GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
-from tests.helpers.workflows import check_workflow, yaml_dump, yaml_load
+from tests.helpers.workflows import INSTALL, check_workflow, yaml_dump, yaml_load
 
 
 @pytest.mark.parametrize("which", ["torch", "two"])
@@ -16,10 +17,27 @@ def test_workflow_passes_the_github_workflow_schema(matrix, two_targets, tmp_pat
     spec = load_spec(str(TORCH if which == "torch" else two_targets))
     path = tmp_path / ".github" / "workflows" / "envbuild.yml"
     path.parent.mkdir(parents=True)
-    path.write_text(workflow_yaml(matrix, spec, spec_path="examples/envbuild.toml"))
+    path.write_text(workflow_yaml(matrix, spec, spec_path="examples/envbuild.toml", install=INSTALL))
     result = check_workflow(path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok -- validation done" in result.stdout
+
+
+def test_sealed_pinned_workflow_passes_the_github_workflow_schema(matrix, tmp_path):
+    # the lock-key guard, the pinned `uses: owner/repo@<sha> # v4` and the extra arguments
+    spec = load_spec(str(GOLDEN / "ci" / "sealed" / "envbuild.toml"))
+    path = tmp_path / "envbuild.yml"
+    text = workflow_yaml(
+        matrix,
+        spec,
+        install=INSTALL,
+        action_pins=str(GOLDEN / "ci" / "action-pins.txt"),
+        base_image="registry.local:5000/mirror/cuda:12.4",
+        matrix_path="ci/matrix",
+    )
+    path.write_text(text)
+    result = check_workflow(path)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(
@@ -28,13 +46,13 @@ def test_workflow_passes_the_github_workflow_schema(matrix, two_targets, tmp_pat
 )
 def test_workflow_for_a_hostile_spec_path_passes_the_schema(matrix, two_targets, tmp_path, spec_path):
     path = tmp_path / "envbuild.yml"
-    path.write_text(workflow_yaml(matrix, load_spec(str(two_targets)), spec_path=spec_path))
+    path.write_text(workflow_yaml(matrix, load_spec(str(two_targets)), spec_path=spec_path, install=INSTALL))
     result = check_workflow(path)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_schema_check_rejects_a_broken_workflow(matrix, tmp_path):
-    workflow = yaml_load(workflow_yaml(matrix, load_spec(str(TORCH))))
+    workflow = yaml_load(workflow_yaml(matrix, load_spec(str(TORCH)), install=INSTALL))
     workflow["jobs"]["build"]["runs-on"] = 3
     del workflow["jobs"]["promote"]["steps"]
     path = tmp_path / "broken.yml"
