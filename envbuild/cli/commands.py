@@ -287,7 +287,32 @@ def bake(args: argparse.Namespace) -> int:
 def ci_github(args: argparse.Namespace) -> int:
     from envbuild.scaleout.github import write_workflow
 
-    write_workflow(_load(args), _spec(args), args.output, spec_path=args.file, gpu_labels=args.gpu_label)
+    write_workflow(
+        _load(args),
+        _spec(args),
+        args.output,
+        gpu_labels=args.gpu_label,
+        install=args.install,
+        base_image=args.base_image,
+        matrix_dir=args.matrix,
+        action_pins=args.action_pins,
+    )
+    print(f"wrote {args.output}")
+    return EXIT_OK
+
+
+def ci_gitlab(args: argparse.Namespace) -> int:
+    from envbuild.scaleout.gitlab import write_pipeline
+
+    write_pipeline(
+        _load(args),
+        _spec(args),
+        args.output,
+        gpu_tags=args.gpu_tag,
+        install=args.install,
+        base_image=args.base_image,
+        matrix_dir=args.matrix,
+    )
     print(f"wrote {args.output}")
     return EXIT_OK
 
@@ -388,6 +413,7 @@ HANDLERS = {
     "promote": promote,
     "bake": bake,
     "ci github": ci_github,
+    "ci gitlab": ci_gitlab,
     "doctor": doctor,
     "smoke": smoke,
     "matrix check": matrix_check,

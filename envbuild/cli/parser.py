@@ -313,6 +313,19 @@ def _bake(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
 
 
+def _ci_common(parser: argparse.ArgumentParser) -> None:
+    """The options `ci github` and `ci gitlab` share: what every job installs and passes on."""
+    parser.add_argument(
+        "--install",
+        metavar="SOURCE",
+        help="what CI pip-installs envbuild from: 'envbuild==X' (your index), a git+https:// URL or a "
+        "path in the repository (default: where this envbuild was installed from, if a runner can "
+        "reach it; envbuild is not on PyPI)",
+    )
+    add_base_image(parser)
+    add_matrix(parser)
+
+
 def _ci_github(parser: argparse.ArgumentParser) -> None:
     add_spec_file(parser)
     parser.add_argument("-o", "--output", default=".github/workflows/envbuild.yml", metavar="FILE")
@@ -322,7 +335,24 @@ def _ci_github(parser: argparse.ArgumentParser) -> None:
         metavar="LABEL",
         help="runner labels for the verify job (default: self-hosted, gpu, sm_XY of the targets)",
     )
-    add_matrix(parser)
+    parser.add_argument(
+        "--action-pins",
+        metavar="FILE",
+        help="pin every action by commit SHA: lines of 'owner/repo@ref = <40-hex sha>' (docs/ci.md)",
+    )
+    _ci_common(parser)
+
+
+def _ci_gitlab(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    parser.add_argument("-o", "--output", default=".gitlab-ci.yml", metavar="FILE")
+    parser.add_argument(
+        "--gpu-tag",
+        action="append",
+        metavar="TAG",
+        help="runner tags for the verify jobs (default: gpu, plus sm_XY of the targets)",
+    )
+    _ci_common(parser)
 
 
 def _doctor(parser: argparse.ArgumentParser) -> None:
@@ -522,6 +552,11 @@ COMMANDS: tuple[Command, ...] = (
                 "github",
                 "a GitHub Actions workflow: lock-check, build on CPU, verify on GPU, promote by digest",
                 _ci_github,
+            ),
+            Command(
+                "gitlab",
+                "a .gitlab-ci.yml: lock-check, build on a Docker runner, verify on GPU, promote by digest",
+                _ci_gitlab,
             ),
         ),
     ),

@@ -8,31 +8,29 @@ spec- or flag-derived value goes through: `yaml` and `block` for YAML, `sh` for 
 script, `comment` for the header comment.
 
 Two layers read a `run:` script, so a value in one is quoted twice: shell-quoted (shlex.quote) into the
-script, then the script YAML-quoted into the file. The spec path is the one value the user chooses
-freely (a directory name), so it is checked for the one thing neither quoting can stop: `${{`, which
-the Actions runner substitutes into the script before any shell reads it.
+script, then the script YAML-quoted into the file (scaleout.quoting). The spec and matrix paths are
+the values the user chooses freely (directory names), so they are checked for the one thing neither
+quoting can stop: `${{`, which the Actions runner substitutes into the script before any shell reads
+it. The values both CI generators share (targets, verify fan-out, tags, install, lock seal, the
+arguments every envbuild command repeats) come from scaleout.ciplan.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import shlex
-
 from envbuild import __version__
-from envbuild._util.outputs import write_output
+from envbuild._util.outputs import check_output, write_output
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
-from envbuild.matrix.model import Matrix, gpu_index
-from envbuild.matrix.versions import sm_name
-from envbuild.oci.reference import registry_host
-from envbuild.render.plan import build_plan
-from envbuild.resolve.query import parse_gpu
-from envbuild.scaleout.bake import PLATFORM, bake_names
+from envbuild.matrix.model import Matrix
+from envbuild.scaleout.actionpins import pin_actions, read_pins
+from envbuild.scaleout.bake import PLATFORM
+from envbuild.scaleout.ciplan import LOCK_KEY_ENV, ci_plan
+from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
+from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
 
 TEMPLATE = "ci/github-workflow.yml.j2"
-DEFAULT_GPU_LABELS = ("self-hosted", "gpu")
+COMMAND = "ci github"
 CPU_RUNNER = "ubuntu-latest"
 PYTHON = "3.11"
 WORKFLOWS_DIR = (".github", "workflows")  # where GitHub reads workflows: created when missing
@@ -46,25 +44,9 @@ ACTIONS = {
     "download": "actions/download-artifact@v4",
 }
 DIGEST_PATTERN = "^sha256:[0-9a-f]{64}$"  # grep -E, in the step that reads a build's digest
-
-
-def gpu_runner_labels(matrix: Matrix, spec: Spec, target_name: str, gpu_labels: list[str]) -> list[list[str]]:
-    """runs-on label sets for verifying one target: one per distinct capability of its GPUs.
-
-    A runner must carry every label of a runs-on list, so a target for H100 and L4 nodes is verified
-    twice, on [self-hosted, gpu, sm_90] and on [self-hosted, gpu, sm_89]; a target naming no GPU
-    on any runner with the base labels.
-    """
-    (target,) = spec.target(target_name)
-    index = gpu_index(matrix)
-    capabilities: list[str] = []
-    for name in target.stack.gpus:
-        label = sm_name(parse_gpu(name, matrix, index).cc)
-        if label not in capabilities:
-            capabilities.append(label)
-    if not capabilities:
-        return [list(gpu_labels)]
-    return [[*gpu_labels, label] for label in capabilities]
+# Pull requests run lock-check only: a pull request (from a fork, too) must push no candidate and copy
+# no tag, and GitHub gives a fork's pull request no secrets to log in with.
+NOT_PULL_REQUEST = "github.event_name != 'pull_request'"
 
 
 def workflow_yaml(
@@ -74,48 +56,54 @@ def workflow_yaml(
     spec_path: str = "envbuild.toml",
     gpu_labels: list[str] | None = None,
     staging: str | None = None,
+    install: str | None = None,
+    base_image: str | None = None,
+    matrix_path: str | None = None,
+    action_pins: str | None = None,
 ) -> str:
     """The workflow file.
 
-    spec_path: the spec's path in the repository. gpu_labels: the labels every GPU runner carries
-    (default self-hosted, gpu; each verify job adds the sm_XY label of its GPU). staging: the
-    repository candidates are pushed to (default the spec's repository; registry-side promotion
-    copies a manifest within one registry).
+    spec_path, matrix_path: as the checkout names them (repository-relative; matrix_path None: the
+    bundled matrix). gpu_labels: the labels every GPU runner carries (default self-hosted, gpu; each
+    verify job adds the sm_XY label of its GPU). staging: the repository candidates are pushed to
+    (default the spec's repository). install: what `pip install` gets (default: see scaleout.install).
+    base_image: render's and lock --check's --base-image. action_pins: a pin file (scaleout.actionpins).
     """
-    spec_arg = shell_path(spec_path)
-    labels = list(gpu_labels) if gpu_labels is not None else list(DEFAULT_GPU_LABELS)
-    staging = staging or spec.image.repository
-    targets = [t.name for t in spec.targets]
-    plans = {t.name: build_plan(matrix, spec, t) for t in spec.targets}
-    bake_names(spec)  # the same names must also work as bake targets
-    if spec.smoke.device == "gpu":
-        verify_jobs = [
-            {"target": name, "gpu": runner[-1], "runner": runner}
-            for name in targets
-            for runner in gpu_runner_labels(matrix, spec, name, labels)
-        ]
-    else:  # the spec's smoke step runs on CPU: any hosted runner will do
-        verify_jobs = [{"target": name, "gpu": "cpu", "runner": [CPU_RUNNER]} for name in targets]
+    for flag, path in (("-f", spec_path), ("--matrix", matrix_path)):
+        if path is not None:
+            refuse_expression(flag, path)
+    plan = ci_plan(
+        matrix,
+        spec,
+        spec_path=spec_path,
+        gpu_labels=gpu_labels,
+        staging=staging,
+        install=install,
+        base_image=base_image,
+        matrix_path=matrix_path,
+    )
+    actions = dict(ACTIONS)
+    if action_pins is not None:
+        actions = pin_actions(actions, read_pins(action_pins), action_pins)
     context = {
-        **ACTIONS,
+        **actions,
         "version": __version__,
-        "install": f"pip install envbuild=={__version__}",
+        "plan": plan,
+        "install": f"python -m pip install {shell_word(plan.install)}",
         "python": PYTHON,
         "cpu_runner": CPU_RUNNER,
         "platform": PLATFORM,
         "out_dir": OUT_DIR,
         "digest_pattern": DIGEST_PATTERN,
-        "spec_path": spec_path,
-        "spec_arg": spec_arg,
-        "staging": staging,
-        "staging_host": registry_host(staging),
-        "promote_hosts": list(dict.fromkeys([registry_host(staging), registry_host(spec.image.repository)])),
-        "targets": targets,
-        "verify_jobs": verify_jobs,
-        "smoke": spec.smoke,
+        "key_env": LOCK_KEY_ENV,
+        "not_pull_request": NOT_PULL_REQUEST,
+        "verify_jobs": [
+            {"target": job.target, "gpu": job.gpu, "runner": list(job.labels) or [CPU_RUNNER]}
+            for job in plan.verify_jobs
+        ],
         "promotions": [
-            {"target": name, "to": " ".join(f"--to {shell_word(tag)}" for tag in plans[name].tags)}
-            for name in targets
+            {"target": name, "to": " ".join(f"--to {shell_word(tag)}" for tag in tags)}
+            for name, tags in plan.promotions
         ],
     }
     filters = {"yaml": yaml_scalar, "block": yaml_block, "sh": shell_word, "comment": comment_text}
@@ -128,96 +116,40 @@ def write_workflow(
     spec: Spec,
     path: str,
     *,
-    spec_path: str = "envbuild.toml",
     gpu_labels: list[str] | None = None,
+    install: str | None = None,
+    base_image: str | None = None,
+    matrix_dir: str | None = None,
+    action_pins: str | None = None,
 ) -> None:
     """`envbuild ci github`: the workflow file at `path`.
 
-    A missing `.github/workflows/` is created (GitHub reads workflows only from there, and a repository
-    without any has none yet); any other missing directory, or a directory as `path`, is a UsageError.
+    The spec (and --matrix) are named relative to the repository `path` is in (scaleout.repopaths): the
+    workflow runs in a checkout elsewhere. A missing `.github/workflows/` is created (GitHub reads
+    workflows only from there, and a repository without any has none yet); any other missing directory,
+    or a directory as `path`, is a UsageError.
     """
-    text = workflow_yaml(matrix, spec, spec_path=spec_path, gpu_labels=gpu_labels)
+    check_output(path, default_name="envbuild.yml", creatable=WORKFLOWS_DIR)
+    root = repo_root(path)
+    text = workflow_yaml(
+        matrix,
+        spec,
+        spec_path=repo_relative(spec.path, "-f", root, COMMAND),
+        gpu_labels=gpu_labels,
+        install=install,
+        base_image=base_image,
+        matrix_path=None if matrix_dir is None else repo_relative(matrix_dir, "--matrix", root, COMMAND),
+        action_pins=action_pins,
+    )
     write_output(path, text, default_name="envbuild.yml", creatable=WORKFLOWS_DIR)
 
 
-# --- shell quoting: one word of a run: script -----------------------------------------------------
-
-
-def shell_word(value: object) -> str:
-    """`value` as one bash word that reads back as exactly its text (the template's `sh` filter)."""
-    return shlex.quote(str(value))
-
-
-def shell_path(path: str) -> str:
-    """The spec path as the word after `-f` in a run: script.
-
-    `./` goes before a path that starts with `-`, which would otherwise be read as an option. A path
-    holding `${{` is refused: the runner substitutes expressions into the script's text before bash
-    sees it, so no quoting can keep what it expands to inside one word.
-    """
+def refuse_expression(flag: str, path: str) -> None:
+    """A path holding `${{` is refused: the runner substitutes expressions into a run: script's text
+    before bash sees it, so no quoting can keep what it expands to inside one word."""
     if "${{" in path:
         raise UsageError(
-            f"-f {path!r}: the spec path holds '${{{{', which GitHub Actions would evaluate as an "
+            f"{flag} {path!r}: the path holds '${{{{', which GitHub Actions would evaluate as an "
             "expression inside the workflow's run: scripts",
-            fix="move the spec to a path without '${{' and run `envbuild ci github -f NEW_PATH` again",
+            fix=f"move it to a path without '${{{{' and run `envbuild {COMMAND} {flag} NEW_PATH` again",
         )
-    return shell_word(f"./{path}" if path.startswith("-") else path)
-
-
-def comment_text(value: str) -> str:
-    """Text for the end of a `#` comment line: as is when every character is printable (no line or
-    paragraph separator, which YAML 1.1 reads as a line break), else as a JSON string on one line."""
-    return value if value.isprintable() else json.dumps(value)
-
-
-# --- YAML quoting: the template's scalar filters ---------------------------------------------------
-
-# Plain (unquoted) only when YAML 1.1 and 1.2 both read the text back as this same string.
-_PLAIN_RE = re.compile(r"^[A-Za-z_/$][A-Za-z0-9_./@+=$,:{}()\[\]'\" -]*$")
-_RESERVED = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
-
-
-def _plain(text: str) -> bool:
-    return (
-        bool(_PLAIN_RE.match(text))
-        and text == text.strip()
-        and text.lower() not in _RESERVED
-        and ": " not in text
-        and " #" not in text
-        and not text.endswith(":")
-    )
-
-
-def yaml_scalar(value: object) -> str:
-    """A YAML scalar that reads back as `value`: plain when that is unambiguous, else double-quoted
-    (a JSON string is a valid YAML double-quoted string)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if not isinstance(value, str):
-        raise TypeError(f"cannot write {type(value).__name__} as YAML")
-    return value if _plain(value) else json.dumps(value)
-
-
-def _literal(value: str) -> bool:
-    """Whether a `|` block holds `value` exactly: one final newline, printable, no trailing spaces."""
-    return (
-        "\n" in value.rstrip("\n")
-        and value.endswith("\n")
-        and not value.endswith("\n\n")
-        and not value.startswith((" ", "\n"))
-        and all(c == "\n" or c.isprintable() for c in value)
-        and not any(line != line.rstrip() for line in value.splitlines())
-    )
-
-
-def yaml_block(value: str, indent: int) -> str:
-    """Multi-line text after `key: `: a literal block indented by `indent`, or a scalar when a block
-    would not read back as the same text."""
-    if not _literal(value):
-        return yaml_scalar(value)
-    pad = " " * indent
-    return "|\n" + "\n".join(f"{pad}{line}" if line else "" for line in value[:-1].split("\n"))

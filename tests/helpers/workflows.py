@@ -1,5 +1,5 @@
-"""Checks on generated GitHub workflows: the real schema check (check-jsonschema's vendored GitHub
-workflow schema, no network) and a YAML 1.2 reader."""
+"""Checks on generated CI files: the real schema checks (check-jsonschema's vendored GitHub workflow
+and GitLab CI schemas, no network) and a YAML 1.2 reader."""
 
 from __future__ import annotations
 
@@ -13,17 +13,21 @@ from ruamel.yaml import YAML
 CHECK_JSONSCHEMA = Path(sys.executable).parent / "check-jsonschema"
 
 
-def check_workflow(path: Path) -> subprocess.CompletedProcess:
+def check_workflow(path: Path, schema: str = "vendor.github-workflows") -> subprocess.CompletedProcess:
     closed = "http://127.0.0.1:9"  # nothing listens there: a schema download would fail
     env = {**os.environ, "HTTP_PROXY": closed, "HTTPS_PROXY": closed, "http_proxy": closed}
     env.update({"https_proxy": closed, "NO_PROXY": "", "no_proxy": ""})
     return subprocess.run(
-        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.github-workflows", str(path)],
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", schema, str(path)],
         capture_output=True,
         text=True,
         env=env,
         timeout=120,
     )
+
+
+def check_gitlab_ci(path: Path) -> subprocess.CompletedProcess:
+    return check_workflow(path, "vendor.gitlab-ci")
 
 
 def yaml_load(text: str):
@@ -32,3 +36,8 @@ def yaml_load(text: str):
 
 def yaml_dump(value: object, path: Path) -> None:
     YAML(typ="safe", pure=True).dump(value, path)
+
+
+# What the tests' workflows install envbuild from: envbuild is not on PyPI, so `ci github` and
+# `ci gitlab` need an --install unless the running envbuild came from somewhere a runner can reach.
+INSTALL = "git+https://github.com/acme/envbuild@v0.1.0"

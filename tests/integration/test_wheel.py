@@ -27,6 +27,7 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     assert "envbuild/smoke/programs/torch_smoke.py" in names
     assert "envbuild/smoke/programs/smoke_common.py" in names
     assert "envbuild/_data/templates/ci/github-workflow.yml.j2" in names
+    assert "envbuild/_data/templates/ci/gitlab-ci.yml.j2" in names
     assert not [n for n in names if n.startswith("envbuild/_testing/")]  # the tests' services stay out
 
     venv = tmp_path / "venv"
@@ -69,9 +70,15 @@ def test_wheel_in_fresh_venv_resolves_from_another_directory(tmp_path: Path) -> 
     common = (elsewhere / "build" / "default" / "smoke_common.py").read_text()
     assert "from envbuild" not in smoke + common and 'FRAMEWORK = "torch"' in smoke  # no envbuild needed
 
+    # installed from a local wheel file, which no CI runner has: the generators ask where from
     workflow = installed("envbuild", "ci", "github", "-o", "envbuild.yml")
+    assert workflow.returncode == 2 and "--install" in workflow.stderr, workflow.stderr
+    workflow = installed("envbuild", "ci", "github", "-o", "envbuild.yml", "--install", "envbuild==0.1.0")
     assert workflow.returncode == 0, workflow.stderr  # templates/ci/ from the wheel's _data
     assert (elsewhere / "envbuild.yml").read_text().startswith("# Written by envbuild")
+    pipeline = installed("envbuild", "ci", "gitlab", "--install", "envbuild==0.1.0")
+    assert pipeline.returncode == 0, pipeline.stderr
+    assert (elsewhere / ".gitlab-ci.yml").read_text().startswith("# Written by envbuild")
 
     refresh = installed("envbuild", "matrix", "refresh", "--write")
     assert refresh.returncode == 2 and "inside the installed package" in refresh.stderr

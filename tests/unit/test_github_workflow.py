@@ -20,12 +20,13 @@ from envbuild.cli.app import main
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.render.plan import build_plan
-from envbuild.scaleout.github import ACTIONS, workflow_yaml, yaml_block, yaml_scalar
+from envbuild.scaleout.github import ACTIONS, workflow_yaml
+from envbuild.scaleout.quoting import yaml_block, yaml_scalar
 from envbuild.spec.model import load_spec
 from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output
 from tests.helpers.paths import EXAMPLES, GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
-from tests.helpers.workflows import yaml_load
+from tests.helpers.workflows import INSTALL, yaml_load
 
 CASES = {  # golden file -> (spec, keyword arguments)
     "torch": (TORCH, {}),
@@ -37,17 +38,32 @@ CASES = {  # golden file -> (spec, keyword arguments)
     "two-staging": (GOLDEN / "ci" / "two.toml", {"staging": "docker.io/acme/staging"}),
     "cpu": (GOLDEN / "ci" / "cpu.toml", {"spec_path": "ci/env build.toml"}),
     "hub": (GOLDEN / "ci" / "hub.toml", {"staging": "quay.io/acme/stage"}),
+    "sealed-pinned": (
+        GOLDEN / "ci" / "sealed" / "envbuild.toml",
+        {
+            "spec_path": "ci/sealed/envbuild.toml",
+            "action_pins": str(GOLDEN / "ci" / "action-pins.txt"),
+            "base_image": "registry.local:5000/mirror/cuda:12.4.1-cudnn-runtime-ubuntu22.04",
+            "matrix_path": "ci/matrix",
+            "install": "envbuild==0.1.0",
+        },
+    ),
 }
 
 
+def workflow_text(matrix: Matrix, spec, **kwargs) -> str:
+    """The workflow, installing envbuild from INSTALL unless the test says otherwise."""
+    return workflow_yaml(matrix, spec, **{"install": INSTALL, **kwargs})
+
+
 def parsed_workflow(matrix: Matrix, spec, **kwargs) -> dict:
-    return yaml_load(workflow_yaml(matrix, spec, **kwargs))
+    return yaml_load(workflow_text(matrix, spec, **kwargs))
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_golden_workflows(matrix: Matrix, name: str) -> None:
     spec_path, kwargs = CASES[name]
-    text = workflow_yaml(matrix, load_spec(str(spec_path)), **kwargs)
+    text = workflow_text(matrix, load_spec(str(spec_path)), **kwargs)
     golden = GOLDEN / "ci" / f"{name}.yml"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(text)
@@ -55,15 +71,15 @@ def test_golden_workflows(matrix: Matrix, name: str) -> None:
 
 
 def test_workflow_is_deterministic_and_quotes_on(matrix: Matrix, two_targets) -> None:
-    text = workflow_yaml(matrix, load_spec(str(two_targets)))
+    text = workflow_text(matrix, load_spec(str(two_targets)))
     assert '\n"on":\n' in text  # not the YAML 1.1 boolean
-    assert text == workflow_yaml(matrix, load_spec(str(two_targets)))
+    assert text == workflow_text(matrix, load_spec(str(two_targets)))
 
 
 def test_workflow_job_graph_and_matrices(matrix, two_targets):
     spec = load_spec(str(two_targets))
     workflow = parsed_workflow(matrix, spec, spec_path="ci/envbuild.toml")
-    assert workflow["on"] == {"push": {"branches": ["main"]}, "workflow_dispatch": {}}
+    assert workflow["on"] == {"push": {"branches": ["main"]}, "pull_request": {}, "workflow_dispatch": {}}
     jobs = workflow["jobs"]
     assert list(jobs) == ["lock-check", "build", "verify", "promote"]
     assert "needs" not in jobs["lock-check"]
@@ -243,10 +259,11 @@ def test_hostile_spec_path_keeps_the_workflow_shape(matrix, two_targets, tmp_pat
     path = hostile.format(marker=tmp_path / "pwned")
     spec = load_spec(str(two_targets))
     baseline = parsed_workflow(matrix, spec)
-    text = workflow_yaml(matrix, spec, spec_path=path)
+    text = workflow_text(matrix, spec, spec_path=path)
     workflow = yaml_load(text)
     assert key_paths(workflow) == key_paths(baseline)
-    assert text.split("\n", 1)[1].startswith("name: envbuild\n")  # the header comment is one line
+    header, _ = text.split("\nname: envbuild\n", 1)  # the header comment stays comment lines
+    assert all(line.startswith("#") for line in header.splitlines())
     scripts = spec_steps(workflow)
     assert set(scripts) == {"lock-check", "build"}
     for script in scripts.values():
@@ -281,9 +298,9 @@ def test_any_spec_path_keeps_the_shape_or_is_refused(matrix):
     def check(path: str) -> None:
         if "${{" in path:
             with pytest.raises(UsageError):
-                workflow_yaml(matrix, spec, spec_path=path)
+                workflow_text(matrix, spec, spec_path=path)
             return
-        workflow = yaml_load(workflow_yaml(matrix, spec, spec_path=path))
+        workflow = yaml_load(workflow_text(matrix, spec, spec_path=path))
         assert key_paths(workflow) == shape
         for script in spec_steps(workflow).values():
             words = shlex.split(script)
@@ -302,7 +319,7 @@ def test_spec_path_starting_with_a_dash_is_not_read_as_an_option(matrix, two_tar
 def test_spec_path_with_a_github_expression_is_refused(matrix, two_targets, path):
     # the runner substitutes ${{ }} into a run: script before the shell reads it, past any quoting
     with pytest.raises(UsageError) as caught:
-        workflow_yaml(matrix, load_spec(str(two_targets)), spec_path=path)
+        workflow_text(matrix, load_spec(str(two_targets)), spec_path=path)
     assert path in caught.value.message
     assert caught.value.exit_code == 2
     assert caught.value.fix
@@ -312,14 +329,17 @@ def test_spec_path_with_a_github_expression_is_refused(matrix, two_targets, path
 
 
 @pytest.mark.parametrize("kind", BAD_OUTPUTS)
-def test_ci_github_output_that_is_no_writable_file_is_a_usage_error(capsys, two_targets, tmp_path, kind):
+def test_ci_github_output_that_is_no_writable_file_is_a_usage_error(
+    capsys, two_targets, tmp_path, monkeypatch, kind
+):
+    monkeypatch.chdir(tmp_path)  # the repository: the spec is in it, wherever -o points
     output = bad_output(tmp_path, kind)
-    code = main(["ci", "github", "-f", str(two_targets), "-o", output])
+    code = main(["ci", "github", "-f", str(two_targets), "-o", output, "--install", INSTALL])
     assert_refused_output(code, *capsys.readouterr(), output)
 
 
 def test_ci_github_into_a_directory_suggests_a_file_in_it(capsys, two_targets, tmp_path):
-    assert main(["ci", "github", "-f", str(two_targets), "-o", str(tmp_path)]) == 2
+    assert main(["ci", "github", "-f", str(two_targets), "-o", str(tmp_path), "--install", INSTALL]) == 2
     assert str(tmp_path / "envbuild.yml") in capsys.readouterr().err
     assert tmp_path.is_dir()
 
@@ -329,13 +349,18 @@ def test_ci_github_creates_github_workflows_for_its_default_output(
 ):
     # a repository without workflows has no .github/workflows yet, and GitHub reads them only there
     monkeypatch.chdir(tmp_path)
-    assert main(["ci", "github", "-f", two_targets.name]) == 0, capsys.readouterr().err
+    assert main(["ci", "github", "-f", two_targets.name, "--install", INSTALL]) == 0, capsys.readouterr().err
     written = tmp_path / ".github" / "workflows" / "envbuild.yml"
     assert yaml_load(written.read_text())["name"] == "envbuild"
 
 
 def test_ci_github_makes_no_other_missing_directory(capsys, two_targets, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["ci", "github", "-f", two_targets.name, "-o", "ci/workflows/envbuild.yml"]) == 2
+    assert (
+        main(
+            ["ci", "github", "-f", two_targets.name, "-o", "ci/workflows/envbuild.yml", "--install", INSTALL]
+        )
+        == 2
+    )
     assert "ci/workflows" in capsys.readouterr().err
     assert not (tmp_path / "ci").exists()
