@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from envbuild.render.eolfix import base_image_advice
 
 from envbuild.cli.app import main
 from envbuild.errors import UsageError
@@ -24,6 +23,7 @@ from envbuild.matrix.lifecycle import (
     today,
 )
 from envbuild.matrix.load import default_matrix_dir, load_matrix
+from envbuild.render.eolfix import base_image_advice
 from envbuild.render.plan import build_plan
 from envbuild.spec.model import load_spec
 from tests.helpers.paths import EXAMPLES
