@@ -1,31 +1,40 @@
-# `make install` builds .venv with envbuild (editable) and its test tools; `make test` runs everything.
+# `make install` builds .venv with envbuild (editable) and its runtime dependencies only: seconds, not the
+# 3 GB of frameworks. `make dev` adds the test tools and the frameworks the smoke tests run; `make test`
+# (and unit, lint, bench) run it first, so a fresh clone needs nothing but `make test`.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install test unit lint bench clean
+.PHONY: install dev test unit lint bench clean
 
 install: $(BIN)/envbuild
 
 $(BIN)/envbuild: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,smoke]'
+	$(BIN)/python -m pip install --quiet -e .
 	$(BIN)/python -m compileall -q envbuild  # as pip does for a wheel: start-up time is a feature
 	@touch $@
 
-test: install
+dev: $(VENV)/.dev-installed
+
+# A stamp, not a phony target: `make test` twice does not ask pip again.
+$(VENV)/.dev-installed: $(BIN)/envbuild
+	$(BIN)/python -m pip install --quiet -e '.[test,smoke]'
+	@touch $@
+
+test: dev
 	$(BIN)/ruff check envbuild tests bench
 	$(BIN)/envbuild matrix check
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-unit: install
+unit: dev
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
-lint: install
+lint: dev
 	$(BIN)/ruff check envbuild tests bench
 
-bench: install
+bench: dev
 	$(BIN)/python bench/resolve.py
 	$(BIN)/python bench/lock.py
 	$(BIN)/python bench/build.py

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from envbuild._util.signals import signals_interrupt
 from envbuild.cli.commands import HANDLERS
 from envbuild.cli.parser import build_parser
-from envbuild.errors import EXIT_FAILURE, EXIT_OK, EnvbuildError
+from envbuild.errors import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, EnvbuildError
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,9 +24,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, parsers = build_parser(argv)
     args = parser.parse_args(argv)
     handler = HANDLERS.get(getattr(args, "command_path", ""))
-    if handler is None:  # no command, or a group (ci, matrix) without its subcommand
-        parsers[getattr(args, "command_path", "")].print_help()
-        return EXIT_OK
+    if handler is None:  # no command, or a group (ci, matrix) without its subcommand: misuse, so
+        # the help goes to stderr and the exit code is 2, as argparse does for a missing argument
+        parsers[getattr(args, "command_path", "")].print_help(sys.stderr)
+        return EXIT_USAGE
     try:
         with signals_interrupt():
             return handler(args)

@@ -142,19 +142,11 @@ def render(args: argparse.Namespace) -> int:
 def lock(args: argparse.Namespace) -> int:
     spec, matrix = _spec(args), _load(args)
     if args.check:
-        from envbuild.lock.locker import check_lock_file
+        return _lock_check(args, spec, matrix)
+    if args.json:
+        from envbuild.errors import UsageError
 
-        current, problems, path = check_lock_file(
-            spec, matrix, key=_lock_key(args), base_image=args.base_image, offline=args.offline
-        )
-        _warn_base_images(current, matrix, spec)
-        if problems:
-            sys.stderr.write(f"error: {path} is out of date:\n")
-            sys.stderr.writelines(f"  - {p}\n" for p in problems)
-            sys.stderr.write("  fix: run `envbuild lock` and commit envbuild.lock\n")
-            return EXIT_FAILURE
-        print(f"{path} matches {args.file} and the matrix ({len(current.targets)} target(s))")
-        return EXIT_OK
+        raise UsageError("--json goes with --check", fix="use `envbuild lock --check --json`")
     from envbuild.lock.locker import relock, relock_summary
 
     previous, new, path = relock(
@@ -175,6 +167,53 @@ def lock(args: argparse.Namespace) -> int:
 
         for written in write_pylocks(new, path):
             print(f"wrote {written}")
+    return EXIT_OK
+
+
+def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
+    """`lock --check [--json]`: exit 1 listing what is out of date. With --json the list is one JSON
+    document on stdout, a lock that cannot be read included (kind "unreadable"), with the same exit
+    codes; bad input (a --target the spec lacks) is still exit 2 with its message on stderr."""
+    import json
+
+    from envbuild.errors import LockError
+    from envbuild.lock.locker import check_lock_file
+    from envbuild.spec.lockfile import lock_path
+    from envbuild.spec.lockproblem import problem
+
+    try:
+        current, problems, path = check_lock_file(
+            spec,
+            matrix,
+            key=_lock_key(args),
+            base_image=args.base_image,
+            offline=args.offline,
+            target_name=args.target,
+        )
+    except LockError as exc:
+        if not args.json:
+            raise
+        unreadable = problem("unreadable", exc.message).to_dict()
+        document = {"ok": False, "lock": lock_path(spec.path), "spec": args.file, "problems": [unreadable]}
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return EXIT_FAILURE
+    _warn_base_images(current, matrix, spec)
+    if args.json:
+        document = {
+            "ok": not problems,
+            "lock": path,
+            "spec": args.file,
+            "problems": [p.to_dict() for p in problems],
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return EXIT_FAILURE if problems else EXIT_OK
+    if problems:
+        sys.stderr.write(f"error: {path} is out of date:\n")
+        sys.stderr.writelines(f"  - {p.message}\n" for p in problems)
+        sys.stderr.write("  fix: run `envbuild lock` and commit envbuild.lock\n")
+        return EXIT_FAILURE
+    checked = f"target {args.target}" if args.target else f"{len(current.targets)} target(s)"
+    print(f"{path} matches {args.file} and the matrix ({checked})")
     return EXIT_OK
 
 
@@ -279,7 +318,7 @@ def promote(args: argparse.Namespace) -> int:
 def bake(args: argparse.Namespace) -> int:
     from envbuild.scaleout.bake import bake_command, write_bake_file
 
-    write_bake_file(_load(args), _spec(args), args.output, contexts=args.contexts)
+    write_bake_file(_load(args), _spec(args), args.output, contexts=args.contexts, spec_path=args.file)
     print(f"wrote {args.output}; run: {bake_command(args.output)}")
     return EXIT_OK
 
@@ -357,6 +396,16 @@ def init(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def completion(args: argparse.Namespace) -> int:
+    import shtab  # only here: no other command pays for it
+
+    from envbuild.cli.parser import build_parser
+
+    parser, _ = build_parser(every=True)
+    sys.stdout.write(shtab.complete(parser, shell=args.shell))
+    return EXIT_OK
+
+
 def matrix_check(args: argparse.Namespace) -> int:
     from envbuild.errors import MatrixError
     from envbuild.matrix.check import check_matrix, summary
@@ -419,4 +468,5 @@ HANDLERS = {
     "matrix check": matrix_check,
     "matrix gpus": matrix_gpus,
     "matrix refresh": matrix_refresh,
+    "completion": completion,
 }

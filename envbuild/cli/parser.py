@@ -81,6 +81,44 @@ def add_allow_edited_lock(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from low to high. argparse turns its refusal into exit 2 with
+    `argument --FLAG: ...`, so the message names the flag, the range and the value given: a smoke step
+    of 0 steps or a 0 s timeout cannot pass, it can only fail in a confusing way later."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, got {text!r}")
+        return value
+
+    parse.__name__ = "whole number"  # what argparse calls the type in its own messages
+    return parse
+
+
+def add_smoke_limits(parser: argparse.ArgumentParser, *, steps_default: int | None) -> None:
+    """--steps and --timeout of a smoke step (verify, smoke), in the ranges the spec's [smoke] takes."""
+    from envbuild.smoke import DEFAULT_STEPS, DEFAULT_TIMEOUT_S, STEPS_RANGE, TIMEOUT_RANGE_S
+
+    parser.add_argument(
+        "--steps",
+        type=bounded_int(*STEPS_RANGE),
+        default=steps_default,
+        metavar="N",
+        help=f"training steps, {STEPS_RANGE[0]}-{STEPS_RANGE[1]} (default {DEFAULT_STEPS})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=bounded_int(*TIMEOUT_RANGE_S),
+        default=DEFAULT_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds, {TIMEOUT_RANGE_S[0]}-{TIMEOUT_RANGE_S[1]} (default {DEFAULT_TIMEOUT_S})",
+    )
+
+
 def add_wheelhouse(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--wheelhouse", metavar="DIR", help=help)
 
@@ -199,7 +237,7 @@ def _init(parser: argparse.ArgumentParser) -> None:
 
 def _lock(parser: argparse.ArgumentParser) -> None:
     add_spec_file(parser)
-    add_target(parser, "relock only this target")
+    add_target(parser, "relock (with --check: check) only this target")
     parser.add_argument(
         "--upgrade",
         nargs="*",
@@ -218,6 +256,7 @@ def _lock(parser: argparse.ArgumentParser) -> None:
         help="with --check: compare without asking the indexes (hashes and versions are then "
         "trusted to the content digest and the HMAC)",
     )
+    add_json(parser, "with --check: the problems as JSON on stdout (same exit codes)")
     add_lock_key(parser)
     add_base_image(parser)
     parser.add_argument(
@@ -261,13 +300,12 @@ def _build(parser: argparse.ArgumentParser) -> None:
 
 
 def _verify(parser: argparse.ArgumentParser) -> None:
-    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES, PRECISIONS
+    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEVICES, PRECISIONS
 
     parser.add_argument("image", metavar="IMAGE")
     parser.add_argument("--smoke-device", choices=DEVICES, default="gpu", help="default: gpu")
-    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, metavar="N")
     parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
-    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT_S, metavar="S")
+    add_smoke_limits(parser, steps_default=DEFAULT_STEPS)
     parser.add_argument(
         "--report", metavar="FILE", help="write {image, device, report, report-digest} here for `promote`"
     )
@@ -409,7 +447,7 @@ def _audit(parser: argparse.ArgumentParser) -> None:
 
 
 def _smoke(parser: argparse.ArgumentParser) -> None:
-    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, FRAMEWORKS, PRECISIONS
+    from envbuild.smoke import DEFAULT_PRECISION, FRAMEWORKS, PRECISIONS
 
     parser.add_argument(
         "--framework",
@@ -417,15 +455,8 @@ def _smoke(parser: argparse.ArgumentParser) -> None:
         help=f"default: the first of {', '.join(FRAMEWORKS)} this Python can import",
     )
     parser.add_argument("--device", choices=("gpu", "cpu", "auto"), default="gpu", help="default: gpu")
-    parser.add_argument("--steps", type=int, metavar="N", help=f"training steps (default {DEFAULT_STEPS})")
     parser.add_argument("--precision", choices=PRECISIONS, help=f"default: {DEFAULT_PRECISION}")
-    parser.add_argument(
-        "--timeout",
-        type=int,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="S",
-        help=f"seconds (default {DEFAULT_TIMEOUT_S})",
-    )
+    add_smoke_limits(parser, steps_default=None)  # None: the program's own default
     add_json(parser, "the report as JSON")
 
 
@@ -466,6 +497,13 @@ def _matrix_refresh(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _completion(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", choices=SHELLS, help="the shell to write the script for")
+
+
+SHELLS = ("bash", "zsh")  # shtab's tcsh script completes no subcommand's flags
+
+
 class Command:
     """A command (or a group of subcommands) as `--help` lists it, and how to add its arguments."""
 
@@ -491,20 +529,19 @@ class Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command(
+        "init",
+        "write a commented starter envbuild.toml",
+        _init,
+        description="Write a commented starter envbuild.toml (-f PATH, in a folder that exists) to edit, "
+        "then `envbuild lock` and `envbuild render`. Refuses to replace an existing file unless --force.",
+    ),
+    Command(
         "resolve",
         "pick the best stack a driver runs, and say why the others were rejected",
         _resolve,
         description="Pick the best framework/CUDA stack an NVIDIA driver runs, and explain why "
         "every other candidate was rejected. Exit 0: found; 2: bad input; 3: none.",
     ),
-    Command(
-        "render",
-        "render Dockerfiles and conda specs from envbuild.toml",
-        _render,
-        description="Resolve each target of envbuild.toml and write its build context to DIR/<target>/: "
-        "Dockerfile, requirement files or environment.yml, the smoke program, .dockerignore, stack.json.",
-    ),
-    Command("init", "write a commented starter envbuild.toml", _init),
     Command(
         "lock",
         "write envbuild.lock: exact versions, sha256 hashes, base image digests",
@@ -514,12 +551,27 @@ COMMANDS: tuple[Command, ...] = (
         "write envbuild.lock next to the spec. --check: exit 1 when the lock no longer matches.",
     ),
     Command(
+        "render",
+        "render Dockerfiles and conda specs from envbuild.toml",
+        _render,
+        description="Resolve each target of envbuild.toml and write its build context to DIR/<target>/: "
+        "Dockerfile, requirement files or environment.yml, the smoke program, .dockerignore, stack.json.",
+    ),
+    Command(
         "build",
         "render, build, verify with the smoke step, and tag/push only what passed",
         _build,
         description="render -> build (untagged) -> verify (the smoke training step in a container) -> "
         "promote (label, tag, push). An image whose smoke step fails gets no tag. "
         "Writes build/<target>/record.json.",
+    ),
+    Command(
+        "audit",
+        "read the GPU kernels (SASS, PTX) compiled into a library, wheel or image, without a GPU",
+        _audit,
+        description="Lists each library's SASS and PTX and says, per GPU, whether it runs natively, "
+        "through SASS of its major, through PTX JIT only, or fails with 'no kernel image is available'. "
+        "Exit 1 when a GPU has no kernel image in a library the framework loads.",
     ),
     Command(
         "verify",
@@ -546,17 +598,25 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "ci",
         "write CI workflows",
+        description="Write a CI pipeline for the spec: lock-check, build on CPU runners, verify on GPU "
+        "runners, promote by digest.",
         metavar="SYSTEM",
         subcommands=(
             Command(
                 "github",
                 "a GitHub Actions workflow: lock-check, build on CPU, verify on GPU, promote by digest",
                 _ci_github,
+                description="Write a GitHub Actions workflow (default .github/workflows/envbuild.yml): "
+                "lock --check, build on CPU runners and push candidates by digest, verify on GPU runners "
+                "labelled by architecture, promote inside the registry.",
             ),
             Command(
                 "gitlab",
                 "a .gitlab-ci.yml: lock-check, build on a Docker runner, verify on GPU, promote by digest",
                 _ci_gitlab,
+                description="Write a GitLab CI pipeline (default .gitlab-ci.yml): lock --check, render and "
+                "build on a Docker runner and push candidates by digest, verify on GPU runners tagged by "
+                "architecture, promote inside the registry. Merge requests run lock --check only.",
             ),
         ),
     ),
@@ -566,14 +626,6 @@ COMMANDS: tuple[Command, ...] = (
         _doctor,
         description="The field's host checklist, each line ok/warn/fail/skip with evidence and a fix. "
         "Exit 0 when nothing failed, 1 otherwise.",
-    ),
-    Command(
-        "audit",
-        "read the GPU kernels (SASS, PTX) compiled into a library, wheel or image, without a GPU",
-        _audit,
-        description="Lists each library's SASS and PTX and says, per GPU, whether it runs natively, "
-        "through SASS of its major, through PTX JIT only, or fails with 'no kernel image is available'. "
-        "Exit 1 when a GPU has no kernel image in a library the framework loads.",
     ),
     Command(
         "smoke",
@@ -586,10 +638,25 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "matrix",
         "inspect and validate the compatibility data",
+        description="The compatibility facts envbuild resolves from (matrix/*.toml, or --matrix DIR): "
+        "validate them, list the GPUs, or propose new rows from upstream.",
         metavar="ACTION",
         subcommands=(
-            Command("check", "validate the schema and cross-references of matrix/*.toml", add_matrix),
-            Command("gpus", "list the GPUs and their compute capabilities", add_matrix),
+            Command(
+                "check",
+                "validate the schema and cross-references of matrix/*.toml",
+                add_matrix,
+                description="Validate every matrix file's schema and cross-references (every variant "
+                "names a known CUDA, aliases are unique, sources are URLs). Exit 0: valid; 1: the data "
+                "has problems; 2: --matrix names no matrix directory.",
+            ),
+            Command(
+                "gpus",
+                "list the GPUs and their compute capabilities",
+                add_matrix,
+                description="List every GPU the matrix knows, with its compute capability and aliases: "
+                "the names --gpu and [stack] gpus accept.",
+            ),
             Command(
                 "refresh",
                 "propose new rows from PyPI, the PyTorch indexes and the nvidia/cuda tag list",
@@ -601,13 +668,28 @@ COMMANDS: tuple[Command, ...] = (
             ),
         ),
     ),
+    Command(
+        "completion",
+        "print a shell completion script for bash or zsh",
+        _completion,
+        description="Print a static completion script for every command and flag (generated by shtab "
+        "from this parser). bash: `source <(envbuild completion bash)`, or write it to "
+        "~/.local/share/bash-completion/completions/envbuild; zsh: write it as _envbuild into a "
+        "directory on $fpath.",
+    ),
 )
 
 
 def _add_commands(
-    subparsers: argparse._SubParsersAction, commands: tuple[Command, ...], wanted: str | None, path: str
+    subparsers: argparse._SubParsersAction,
+    commands: tuple[Command, ...],
+    wanted: str | None,
+    path: str,
+    *,
+    every: bool = False,
 ) -> dict[str, argparse.ArgumentParser]:
-    """Add every command; arguments only for `wanted` (and all of its subcommands)."""
+    """Add every command; arguments only for `wanted` (and all of its subcommands), or, with
+    `every`, for all of them (completion scripts, tests)."""
     parsers = {}
     for command in commands:
         parser = subparsers.add_parser(
@@ -616,22 +698,23 @@ def _add_commands(
         key = f"{path} {command.name}".strip()
         parser.set_defaults(command_path=key)
         parsers[key] = parser
-        if command.name != wanted:
+        if command.name != wanted and not every:
             continue
         if command.subcommands:
             nested = parser.add_subparsers(dest=f"{command.name}_command", metavar=command.metavar)
             for sub in command.subcommands:
-                parsers.update(_add_commands(nested, (sub,), sub.name, key))
+                parsers.update(_add_commands(nested, (sub,), sub.name, key, every=every))
         elif command.add_arguments is not None:
             command.add_arguments(parser)
     return parsers
 
 
 def build_parser(
-    argv: Sequence[str] = (),
+    argv: Sequence[str] = (), *, every: bool = False
 ) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The parser for `argv` (its command's arguments filled in), and every (sub)command's parser by
-    path ("resolve", "matrix check"), so a group run without a subcommand can print its own help."""
+    """The parser for `argv` (its command's arguments filled in; with `every`, every command's), and
+    every (sub)command's parser by path ("resolve", "matrix check"), so a group run without a
+    subcommand can print its own help."""
     parser = argparse.ArgumentParser(
         prog="envbuild",
         formatter_class=_HelpFormatter,
@@ -640,6 +723,6 @@ def build_parser(
     parser.add_argument("--version", action="version", version=f"envbuild {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((arg for arg in argv if not arg.startswith("-")), None)
-    parsers = _add_commands(subparsers, COMMANDS, wanted, "")
+    parsers = _add_commands(subparsers, COMMANDS, wanted, "", every=every)
     parsers[""] = parser
     return parser, parsers

@@ -17,16 +17,18 @@ from envbuild.errors import EnvbuildError, UsageError
 from envbuild.lock.uv import compile_layer
 from envbuild.matrix.model import Matrix
 from envbuild.oci.registry import pinned
-from envbuild.render.lockmatch import lock_drift, stack_facts
+from envbuild.render.lockmatch import drift_problems, stack_facts
 from envbuild.render.plan import Plan, build_plan
 from envbuild.spec.lockfile import (
     Lock,
     LockedPackage,
     LockedTarget,
+    canonical,
     dumps,
     lock_path,
     write_lock,
 )
+from envbuild.spec.lockproblem import Problem, problem
 from envbuild.spec.lockread import load_previous, read_lock
 from envbuild.spec.lockseal import seal_problems
 from envbuild.spec.model import Spec, Target
@@ -164,6 +166,8 @@ def relock(
     envbuild.lock next to it, sealed with `key` when one is set. (previous lock or None, new lock, path)."""
     path = lock_path(spec.path)
     previous = load_previous(path)
+    if upgrade_packages and previous is not None:  # before any resolution: a typo fails at once
+        _refuse_unknown_upgrades(upgrade_packages, _lock_names(previous) | _direct_names(spec), path)
     lock = lock_spec(
         matrix,
         spec,
@@ -173,6 +177,8 @@ def relock(
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
     )
+    if upgrade_packages and previous is None:  # nothing was locked: the closure just resolved decides
+        _refuse_unknown_upgrades(upgrade_packages, _lock_names(lock) | _direct_names(spec), path)
     try:
         write_lock(path, lock, key)
     except OSError as exc:
@@ -183,6 +189,40 @@ def relock(
     return previous, lock, path
 
 
+def _lock_names(lock: Lock) -> set[str]:
+    return {p.name for t in lock.targets for p in t.packages}
+
+
+def _direct_names(spec: Spec) -> set[str]:
+    """The canonical names the spec itself asks for: its pip requirements and each target's framework."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    names = set()
+    for text in (*spec.packages.pip, *(t.stack.framework for t in spec.targets)):
+        try:
+            names.add(canonical(Requirement(text).name))
+        except InvalidRequirement:  # a framework text the plan resolves ("tf"); never an upgrade name
+            continue
+    return names
+
+
+def _refuse_unknown_upgrades(names: tuple[str, ...], known: set[str], path: str) -> None:
+    """`--upgrade PKG` for a package neither the lock nor the spec holds would upgrade nothing and
+    say "unchanged": a typo that looks like success. Refuse it, naming the package."""
+    unknown = [name for name in names if canonical(name) not in known]
+    if not unknown:
+        return
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(canonical(name), sorted(known), n=3, cutoff=0.6)
+        hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    raise UsageError(
+        f"--upgrade {', '.join(hints)}: not a package of {path} or of the spec",
+        fix="name packages the lock holds (`grep 'name = ' envbuild.lock`), or give --upgrade no names "
+        "to upgrade everything",
+    )
+
+
 def check_lock_file(
     spec: Spec,
     matrix: Matrix,
@@ -190,56 +230,102 @@ def check_lock_file(
     key: bytes | None = None,
     base_image: str | None = None,
     offline: bool = False,
-) -> tuple[Lock, list[str], str]:
+    target_name: str | None = None,
+) -> tuple[Lock, list[Problem], str]:
     """`envbuild lock --check`: the lock next to the spec, every reason it is not the lock
-    `envbuild lock` would write now, and its path.
+    `envbuild lock` would write now, and its path. With `target_name`, only that target's stack and
+    packages are checked (the seal and the digests still are: they cover the whole file); a name
+    the spec lacks is a UsageError listing the spec's targets.
 
     Three layers, each catching what the one before cannot: the seal (an edit made without
     envbuild; with a key, an edit made without the key), what the spec and matrix imply (a forgery
     of the stack, the targets, the framework pin or the base repository, digest recomputed), and,
     unless offline, a re-resolution with the lock's own pins preferred, compared byte for byte (a
     forged hash, version, package or layer)."""
+    chosen = spec.target(target_name)  # a --target the spec lacks: exit 2 before the lock is read
     path = lock_path(spec.path)
     read = read_lock(path)
-    problems = seal_problems(path, read.body, read.digest, read.hmac, key)
-    return (
+    problems = [problem("seal", text) for text in seal_problems(path, read.body, read.digest, read.hmac, key)]
+    checked = check_lock(
         read.lock,
-        problems + check_lock(read.lock, spec, matrix, base_image=base_image, offline=offline),
-        path,
+        spec,
+        matrix,
+        base_image=base_image,
+        offline=offline,
+        only=None if target_name is None else {t.name for t in chosen},
     )
+    return read.lock, problems + checked, path
 
 
 def check_lock(
-    lock: Lock, spec: Spec, matrix: Matrix, *, base_image: str | None = None, offline: bool = False
-) -> list[str]:
-    """Every reason the lock does not describe spec + matrix; empty when it does."""
+    lock: Lock,
+    spec: Spec,
+    matrix: Matrix,
+    *,
+    base_image: str | None = None,
+    offline: bool = False,
+    only: set[str] | None = None,
+) -> list[Problem]:
+    """Every reason the lock does not describe spec + matrix; empty when it does. `only`: check the
+    targets of these names, and no others."""
     problems = []
     if lock.spec_digest != spec.digest:
         problems.append(
-            f"{os.path.basename(spec.path)} changed since the lock "
-            f"(sha256 {lock.spec_digest[:12]} -> {spec.digest[:12]})"
+            problem(
+                "spec",
+                f"{os.path.basename(spec.path)} changed since the lock "
+                f"(sha256 {lock.spec_digest[:12]} -> {spec.digest[:12]})",
+                field="spec-digest",
+                locked=lock.spec_digest,
+                wanted=spec.digest,
+            )
         )
     if lock.matrix_digest != matrix.digest:
         problems.append(
-            f"the compatibility matrix changed since the lock "
-            f"(sha256 {lock.matrix_digest[:12]} -> {matrix.digest[:12]})"
+            problem(
+                "matrix",
+                f"the compatibility matrix changed since the lock "
+                f"(sha256 {lock.matrix_digest[:12]} -> {matrix.digest[:12]})",
+                field="matrix-digest",
+                locked=lock.matrix_digest,
+                wanted=matrix.digest,
+            )
         )
     names = {t.name for t in spec.targets}
     for locked in lock.targets:
-        if locked.name not in names:
-            problems.append(f"target {locked.name!r} is locked but no longer in the spec")
+        if locked.name not in names and only is None:
+            problems.append(
+                problem(
+                    "target",
+                    f"target {locked.name!r} is locked but no longer in the spec",
+                    target=locked.name,
+                    locked=locked.name,
+                )
+            )
     relocked: list[LockedTarget] = []
     for target in spec.targets:
         locked = lock.target(target.name)
+        if only is not None and target.name not in only:
+            if locked is not None:  # not checked: kept as locked, so the byte comparison ignores it
+                relocked.append(locked)
+            continue
         if locked is None:
-            problems.append(f"target {target.name!r} is in the spec but not locked")
+            problems.append(
+                problem(
+                    "target",
+                    f"target {target.name!r} is in the spec but not locked",
+                    target=target.name,
+                    wanted=target.name,
+                )
+            )
             continue
         try:
             plan = build_plan(matrix, spec, target, base_image=base_image, lock=locked)
         except EnvbuildError as exc:
-            problems.append(f"target {target.name!r}: {exc.message}")
+            message = f"target {target.name!r}: {exc.message}"
+            problems.append(problem("unresolvable", message, target=target.name))
             continue
-        drift = lock_drift(locked, plan)
+        drift = drift_problems(locked, plan)
         problems += drift
         if not offline and not drift:
             relocked.append(locked_target(plan, locked.base_image, lock_packages(plan, keep=locked.packages)))
@@ -248,9 +334,54 @@ def check_lock(
     return problems
 
 
-def _byte_drift(lock: Lock, relocked: Lock) -> list[str]:
+def _package_drift(lock: Lock, relocked: Lock) -> list[Problem]:
+    """Per target and package, what re-resolution changed: a package added or removed, or its
+    version, hashes, index or layer."""
+    found = []
+    for now_target in relocked.targets:
+        was_target = lock.target(now_target.name)
+        if was_target is None:
+            continue
+        was = {p.name: p for p in was_target.packages}
+        now = {p.name: p for p in now_target.packages}
+        for name in sorted(set(was) | set(now)):
+            old, new = was.get(name), now.get(name)
+            where = f"target {now_target.name!r}: package {name}"
+            if old is None or new is None:
+                found.append(
+                    problem(
+                        "stale",
+                        f"{where} " + ("is not in the lock" if old is None else "is no longer resolved"),
+                        target=now_target.name,
+                        field="version",
+                        package=name,
+                        locked=old.version if old else None,
+                        wanted=new.version if new else None,
+                    )
+                )
+                continue
+            for field in ("version", "hashes", "index", "layer"):
+                a, b = getattr(old, field), getattr(new, field)
+                if a != b:
+                    a, b = (" ".join(a), " ".join(b)) if field == "hashes" else (a, b)
+                    found.append(
+                        problem(
+                            "stale",
+                            f"{where}: {field} {a} -> {b}",
+                            target=now_target.name,
+                            field=field,
+                            package=name,
+                            locked=a,
+                            wanted=b,
+                        )
+                    )
+    return found
+
+
+def _byte_drift(lock: Lock, relocked: Lock) -> list[Problem]:
     """What differs between the lock and the one `envbuild lock` writes now (its envbuild version
-    aside, so upgrading envbuild alone does not fail CI), as a short unified diff."""
+    aside, so upgrading envbuild alone does not fail CI): each package that differs, then the whole
+    difference as a short unified diff, which also shows what no package field holds."""
     was, now = dumps(lock.replace(envbuild=__version__)), dumps(relocked)
     if was == now:
         return []
@@ -262,8 +393,12 @@ def _byte_drift(lock: Lock, relocked: Lock) -> list[str]:
     ]
     shown = diff[2:22] + (["..."] if len(diff) > 22 else [])
     return [
-        "envbuild.lock is not what `envbuild lock` resolves now (a forged or stale pin):\n      "
-        + "\n      ".join(shown)
+        *_package_drift(lock, relocked),
+        problem(
+            "stale",
+            "envbuild.lock is not what `envbuild lock` resolves now (a forged or stale pin):\n      "
+            + "\n      ".join(shown),
+        ),
     ]
 
 

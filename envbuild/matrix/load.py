@@ -14,7 +14,7 @@ import zlib
 
 from envbuild import __version__
 from envbuild._util.record import TYPE_CHECKING
-from envbuild.errors import MatrixError
+from envbuild.errors import MatrixError, UsageError
 from envbuild.matrix.arch import parse_arch_list
 from envbuild.matrix.model import (
     FRAMEWORK_ORDER,
@@ -74,9 +74,11 @@ def _cache_dir() -> str | None:
 
 def read_raw(root: str) -> tuple[str, dict[str, Any]]:
     """The matrix digest and the validated contents of every file, from cache when possible."""
-    if not os.path.isdir(root):
-        raise MatrixError(
-            f"matrix directory {root} does not exist",
+    if not os.path.isdir(root):  # a wrong path is bad input (exit 2) for every command, `matrix check` too
+        missing = not os.path.exists(root)
+        what = f"matrix directory {root} does not exist" if missing else f"{root} is not a directory"
+        raise UsageError(
+            what,
             fix="point --matrix or ENVBUILD_MATRIX at a folder holding drivers.toml, "
             "cuda.toml, gpus.toml and frameworks/*.toml",
         )

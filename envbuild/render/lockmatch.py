@@ -14,6 +14,7 @@ import os
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import LockError
 from envbuild.spec.lockfile import Lock, LockedTarget, canonical, lock_path
+from envbuild.spec.lockproblem import Problem, problem
 from envbuild.spec.lockread import STACK_KEYS, read_lock
 from envbuild.spec.lockseal import judge_seal
 
@@ -38,61 +39,110 @@ def _same_url(a: str, b: str | None) -> bool:
 
 def lock_drift(locked: LockedTarget, plan: Plan) -> list[str]:
     """Every way the locked target differs from what the spec and matrix imply; empty when none."""
+    return [found.message for found in drift_problems(locked, plan)]
+
+
+def drift_problems(locked: LockedTarget, plan: Plan) -> list[Problem]:
+    """lock_drift as records (kind "drift"): the field, package, locked and wanted values of each."""
     from packaging.requirements import Requirement
 
     name = f"target {locked.name!r}"
-    found = []
+
+    def drift(
+        message: str, field: str, locked_value: object, wanted: object, package: str | None = None
+    ) -> None:
+        found.append(
+            problem(
+                "drift",
+                f"{name}: {message}",
+                target=locked.name,
+                field=field,
+                package=package,
+                locked=locked_value,
+                wanted=wanted,
+            )
+        )
+
+    found: list[Problem] = []
     if locked.strategy != plan.strategy:
-        found.append(f"{name}: strategy {locked.strategy} -> {plan.strategy}")
+        drift(f"strategy {locked.strategy} -> {plan.strategy}", "strategy", locked.strategy, plan.strategy)
     if locked.python != plan.python:
-        found.append(f"{name}: python {locked.python} -> {plan.python}")
+        drift(f"python {locked.python} -> {plan.python}", "python", locked.python, plan.python)
     was, now = dict(locked.stack), dict(stack_facts(plan))
     for key in sorted(set(was) | set(now)):
         if was.get(key) != now.get(key):
-            found.append(f"{name}: {key} {was.get(key)} -> {now.get(key)}")
+            drift(f"{key} {was.get(key)} -> {now.get(key)}", key, was.get(key), now.get(key))
     wanted = (*plan.framework_requirements, *plan.pip)
     for requirement in sorted(set(wanted) - set(locked.requirements)):
-        found.append(f"{name}: requirement added: {requirement}")
+        drift(f"requirement added: {requirement}", "requirements", None, requirement)
     for requirement in sorted(set(locked.requirements) - set(wanted)):
-        found.append(f"{name}: requirement removed: {requirement}")
+        drift(f"requirement removed: {requirement}", "requirements", requirement, None)
     if set(wanted) == set(locked.requirements) and tuple(locked.requirements) != wanted:
-        found.append(f"{name}: requirements are not in the order the spec gives them")
+        drift(
+            "requirements are not in the order the spec gives them",
+            "requirements",
+            ", ".join(locked.requirements),
+            ", ".join(wanted),
+        )
 
     layers = {
         layer: {p.name: p for p in locked.packages if p.layer == layer} for layer in ("framework", "user")
     }
     framework_sources = (plan.framework_index, plan.framework_find_links)
     if plan.strategy == "conda" and layers["framework"]:
-        found.append(
-            f"{name}: strategy conda installs the framework from conda-forge; the lock has a framework layer"
+        drift(
+            "strategy conda installs the framework from conda-forge; the lock has a framework layer",
+            "layer",
+            "framework",
+            None,
         )
     for requirement in plan.framework_requirements if plan.strategy != "conda" else ():
         parsed = Requirement(requirement)
         package = layers["framework"].get(canonical(parsed.name))
         if package is None or not parsed.specifier.contains(package.version, prereleases=True):
             pinned = f"{package.name} {package.version}" if package else "nothing"
-            found.append(f"{name}: the framework layer must pin {requirement}, and pins {pinned}")
+            drift(
+                f"the framework layer must pin {requirement}, and pins {pinned}",
+                "version",
+                package.version if package else None,
+                requirement,
+                canonical(parsed.name),
+            )
     for requirement in plan.pip:
         parsed = Requirement(requirement)
         key = canonical(parsed.name)
         package = layers["framework"].get(key) or layers["user"].get(key)
         if package is None:
             if parsed.marker is None:  # a marker may exclude it on linux x86_64
-                found.append(f"{name}: requirement {requirement} has no locked package")
+                drift(f"requirement {requirement} has no locked package", "version", None, requirement, key)
         elif not parsed.specifier.contains(package.version, prereleases=True):
-            found.append(f"{name}: requirement {requirement} is locked at {package.version}")
+            drift(
+                f"requirement {requirement} is locked at {package.version}",
+                "version",
+                package.version,
+                requirement,
+                key,
+            )
     for package in layers["framework"].values():
         if not any(_same_url(package.index, source) for source in framework_sources):
-            found.append(
-                f"{name}: framework package {package.name} comes from {package.index}, "
-                f"not the framework index {plan.framework_index}"
+            drift(
+                f"framework package {package.name} comes from {package.index}, "
+                f"not the framework index {plan.framework_index}",
+                "index",
+                package.index,
+                plan.framework_index,
+                package.name,
             )
     user_indexes = (plan.index_url, *plan.extra_index_urls)
     for package in layers["user"].values():
         if not any(_same_url(package.index, source) for source in user_indexes):
-            found.append(
-                f"{name}: package {package.name} comes from {package.index}, "
-                f"not one of the spec's indexes ({', '.join(user_indexes)})"
+            drift(
+                f"package {package.name} comes from {package.index}, "
+                f"not one of the spec's indexes ({', '.join(user_indexes)})",
+                "index",
+                package.index,
+                ", ".join(user_indexes),
+                package.name,
             )
     return found
 

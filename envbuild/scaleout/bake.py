@@ -12,10 +12,11 @@ https://docs.docker.com/build/bake/reference/
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 
-from envbuild._util.outputs import write_output
+from envbuild._util.outputs import check_output, write_output
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.render.plan import build_plan
@@ -171,11 +172,33 @@ def bake_json(
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def write_bake_file(matrix: Matrix, spec: Spec, path: str, *, contexts: str = "build") -> None:
+def missing_contexts(spec: Spec, contexts: str) -> list[str]:
+    """The targets' context directories under `contexts` that hold no rendered Dockerfile."""
+    return [
+        os.path.join(contexts, target.name)
+        for target in spec.targets
+        if not os.path.isfile(os.path.join(contexts, target.name, "Dockerfile"))
+    ]
+
+
+def write_bake_file(
+    matrix: Matrix, spec: Spec, path: str, *, contexts: str = "build", spec_path: str | None = None
+) -> None:
     """`envbuild bake`: docker-bake.json for every target's context under `contexts`.
 
-    `path` must name a file in an existing directory: anything else is a UsageError naming it.
+    `path` must name a file in an existing directory: anything else is a UsageError naming it. Every
+    target's context must be rendered already: a bake file whose contexts do not exist would only
+    fail later, inside `docker buildx bake`, far from the cause; nothing is written then.
     """
+    check_output(path, default_name="docker-bake.json")
+    missing = missing_contexts(spec, contexts)
+    if missing:
+        spec_arg = f" -f {shlex.quote(spec_path)}" if spec_path else ""
+        raise UsageError(
+            f"--contexts {contexts}: no rendered context (Dockerfile) in {', '.join(missing)}",
+            fix=f"run `envbuild render{spec_arg} -o {shlex.quote(contexts)}` first, or point --contexts "
+            "at where render wrote them",
+        )
     write_output(path, bake_json(matrix, spec, out_dir=contexts), default_name="docker-bake.json")
 
 

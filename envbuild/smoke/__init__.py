@@ -28,11 +28,18 @@ __all__ = [
     "FRAMEWORKS",
     "PRECISIONS",
     "PROGRAMS_DIR",
+    "STEPS_RANGE",
+    "TIMEOUT_RANGE_S",
     "program_files",
 ]
 
 FRAMEWORKS = ("torch", "tensorflow", "jax")
 DEVICES = ("gpu", "cpu")  # what a smoke step runs on (the programs also take "auto", for a host)
+# What a smoke step's steps and timeout may be: the --steps/--timeout of `verify` and `smoke` take the
+# ranges the spec's [smoke] table does (spec/model.py). Fewer than one step trains nothing; a timeout under
+# 10 s cannot even import a framework.
+STEPS_RANGE = (1, 10_000)
+TIMEOUT_RANGE_S = (10, 86_400)
 PROGRAMS_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "programs")
 COMMON_FILE = "smoke_common.py"  # the shared module, imported by name from the program beside it
 

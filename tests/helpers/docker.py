@@ -54,7 +54,7 @@ def make_bookworm_image(scratch: Path) -> str:
         return BASE_IMAGE
     root = scratch / "rootfs"
     subprocess.run(
-        ["debootstrap", "--variant=minbase", "bookworm", str(root), "http://deb.debian.org/debian"],
+        ["debootstrap", "--variant=minbase", "bookworm", str(root)],  # debootstrap's default mirror
         check=True,
         capture_output=True,
     )

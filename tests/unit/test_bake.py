@@ -100,21 +100,48 @@ def test_bake_schema_is_valid_and_strict():
 # --- paths: where the file goes, and the paths it holds (issue 14, items 7 and 8) ------------------
 
 
+@pytest.fixture
+def rendered(capsys, two_targets, tmp_path) -> list[str]:
+    """`bake -f SPEC --contexts DIR` for two_targets, its contexts rendered as `envbuild render` does."""
+    contexts = tmp_path / "contexts"
+    assert main(["render", "-f", str(two_targets), "-o", str(contexts)]) == 0
+    capsys.readouterr()
+    return ["bake", "-f", str(two_targets), "--contexts", str(contexts)]
+
+
 @pytest.mark.parametrize("kind", BAD_OUTPUTS)
-def test_bake_output_that_is_no_writable_file_is_a_usage_error(capsys, two_targets, tmp_path, kind):
+def test_bake_output_that_is_no_writable_file_is_a_usage_error(capsys, rendered, tmp_path, kind):
     output = bad_output(tmp_path, kind)
-    code = main(["bake", "-f", str(two_targets), "-o", output])
+    code = main([*rendered, "-o", output])
     assert_refused_output(code, *capsys.readouterr(), output)
 
 
-def test_bake_into_a_directory_suggests_a_file_in_it(capsys, two_targets, tmp_path):
-    assert main(["bake", "-f", str(two_targets), "-o", str(tmp_path)]) == 2
+def test_bake_into_a_directory_suggests_a_file_in_it(capsys, rendered, tmp_path):
+    assert main([*rendered, "-o", str(tmp_path)]) == 2
     assert str(tmp_path / "docker-bake.json") in capsys.readouterr().err
 
 
-def test_bake_prints_a_command_that_names_its_output_as_one_word(capsys, two_targets, tmp_path):
+def test_bake_without_rendered_contexts_is_refused_and_writes_nothing(capsys, two_targets, tmp_path):
+    """Issue 17, item 5: a bake file whose contexts do not exist fails only later, inside buildx."""
+    output, contexts = tmp_path / "docker-bake.json", tmp_path / "build"
+    code = main(["bake", "-f", str(two_targets), "-o", str(output), "--contexts", str(contexts)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert f"--contexts {contexts}: no rendered context (Dockerfile) in {contexts / 'h100'}" in err
+    assert str(contexts / "l4.infer") in err
+    assert f"fix: run `envbuild render -f {two_targets} -o {contexts}` first" in err
+    assert not output.exists()
+    assert main(["render", "-f", str(two_targets), "-o", str(contexts), "--target", "h100"]) == 0
+    capsys.readouterr()
+    assert main(["bake", "-f", str(two_targets), "-o", str(output), "--contexts", str(contexts)]) == 2
+    err = capsys.readouterr().err
+    assert str(contexts / "l4.infer") in err and str(contexts / "h100") not in err
+    assert not output.exists()
+
+
+def test_bake_prints_a_command_that_names_its_output_as_one_word(capsys, rendered, tmp_path):
     output = tmp_path / "it's $(a) bake.json"
-    assert main(["bake", "-f", str(two_targets), "-o", str(output)]) == 0
+    assert main([*rendered, "-o", str(output)]) == 0
     line = capsys.readouterr().out.strip()
     assert output.is_file()
     command = shlex.split(line.split("; run: ", 1)[1])
