@@ -23,6 +23,7 @@ from envbuild.matrix.load import load_matrix
 from envbuild.spec.lockread import load_lock, read_lock
 from tests.helpers.locking import forge, no_network, run_lock, spec_text, write_key
 from tests.helpers.paths import MATRIX_DIR
+from tests.helpers.registry import LoopbackServer, RegistryHandler
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64
 OTHER_BASE = "debian:bookworm-slim@sha256:" + "b" * 64
@@ -150,6 +151,50 @@ def test_another_pinned_base_image_relocks(capsys, project: Path) -> None:
     assert code == 0, err
     assert "up to date" not in out and "base " + BASE + " -> " + OTHER_BASE in out
     assert read_lock(str(project / "envbuild.lock")).lock.targets[0].base_image == OTHER_BASE
+
+
+class MovingTag(LoopbackServer):
+    """A registry whose one tag, base:v1, points at `digest`, which a test moves; `asked` counts
+    the manifest requests."""
+
+    def __init__(self) -> None:
+        self.digest = "sha256:" + "1" * 64
+        self.asked = 0
+        outer = self
+
+        class Handler(RegistryHandler):
+            def do_GET(self) -> None:
+                if self.path == "/v2/base/manifests/v1":
+                    outer.asked += 1
+                    self.reply(200, b"{}", digest=outer.digest)
+                else:
+                    self.reply(404, b'{"errors": [{"code": "MANIFEST_UNKNOWN"}]}')
+
+            do_HEAD = do_GET
+
+        super().__init__(Handler)
+
+
+def test_a_moved_base_tag_keeps_its_locked_digest_until_upgrade(capsys, tmp_path: Path, indexes) -> None:
+    """The base tag is resolved when something relocks; a tag that moved in its registry is not a
+    change of the spec, so the lock keeps its digest, without asking the registry, until --upgrade."""
+    user, framework = indexes
+    (tmp_path / "envbuild.toml").write_text(spec_text(user.url, framework.url))
+    lock = tmp_path / "envbuild.lock"
+    with MovingTag() as registry:
+        base = f"{registry.host}/base:v1"
+        code, _, err = run_lock(capsys, tmp_path, "--base-image", base)
+        assert code == 0, err
+        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@sha256:{'1' * 64}"
+        asked, registry.digest = registry.asked, "sha256:" + "2" * 64
+        code, out, err = run_lock(capsys, tmp_path, "--base-image", base)
+        assert code == 0 and "up to date" in out, err
+        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@sha256:{'1' * 64}"
+        assert registry.asked == asked
+        code, out, err = run_lock(capsys, tmp_path, "--base-image", base, "--upgrade")
+        assert code == 0, err
+        assert f"wrote {lock}" in out
+        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@sha256:{'2' * 64}"
 
 
 def test_a_lock_written_by_another_envbuild_version_relocks(
