@@ -158,9 +158,16 @@ def lock(args: argparse.Namespace) -> int:
         upgrade_packages=tuple(args.upgrade or ()),
         key=_lock_key(args),
     )
-    for line in relock_summary(previous, new):
-        print(line)
-    print(f"wrote {path}")
+    if new is previous:  # up to date: nothing resolved, nothing written (locker.up_to_date)
+        count = len(new.targets)
+        print(
+            f"{path} is up to date with {args.file} and the matrix ({count} target{'s' * (count != 1)}); "
+            "nothing resolved"
+        )
+    else:
+        for line in relock_summary(previous, new):
+            print(line)
+        print(f"wrote {path}")
     _warn_base_images(new, matrix, spec)
     if args.pylock:
         from envbuild.lock.uv import write_pylocks

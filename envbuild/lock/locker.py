@@ -163,8 +163,15 @@ def relock(
     key: bytes | None = None,
 ) -> tuple[Lock | None, Lock, str]:
     """`envbuild lock`: lock the spec (keeping the previous lock's pins unless upgrading) and write
-    envbuild.lock next to it, sealed with `key` when one is set. (previous lock or None, new lock, path)."""
+    envbuild.lock next to it, sealed with `key` when one is set. (previous lock or None, new lock, path).
+
+    Without --upgrade, a lock that is `up_to_date` is returned as it is, nothing resolved and
+    nothing written: then the previous lock *is* the new one (`previous is new`)."""
     path = lock_path(spec.path)
+    if not upgrade and not upgrade_packages:
+        current = up_to_date(matrix, spec, target_name=target_name, base_image=base_image, key=key)
+        if current is not None:
+            return current, current, path
     previous = load_previous(path)
     if upgrade_packages and previous is not None:  # before any resolution: a typo fails at once
         _refuse_unknown_upgrades(upgrade_packages, _lock_names(previous) | _direct_names(spec), path)
@@ -187,6 +194,37 @@ def relock(
             fix="run `envbuild lock` where the spec's directory is writable and its filesystem has space",
         ) from None
     return previous, lock, path
+
+
+def up_to_date(
+    matrix: Matrix,
+    spec: Spec,
+    *,
+    target_name: str | None = None,
+    base_image: str | None = None,
+    key: bytes | None = None,
+) -> Lock | None:
+    """The lock next to the spec when `envbuild lock` has nothing to change in it, else None.
+
+    Decided offline, from the files alone, so an unchanged project relocks in the time it takes to
+    read them: the lock reads strictly; its seal holds (with a key, its HMAC too); this envbuild
+    wrote it; and `check_lock_file(offline=True)` finds no problem in any target (spec and matrix
+    digests, targets, stack, Python, strategy, requirements, framework pin, indexes, and the base
+    image against the spec, the matrix and `base_image`). What that cannot see: a newer release an
+    unpinned requirement allows, a base tag moved in its registry, or a hash forged with the digest
+    recomputed and no key set; the first two are what `--upgrade` is for, the last what
+    `lock --check` and the lock key are for. Any doubt (no lock, an unreadable one) is None: relock.
+    """
+    spec.target(target_name)  # a --target the spec lacks is exit 2, up to date or not
+    if not os.path.isfile(lock_path(spec.path)):
+        return None
+    try:
+        current, problems, _ = check_lock_file(spec, matrix, key=key, base_image=base_image, offline=True)
+    except EnvbuildError:  # unreadable or malformed: relocking replaces it, as it always has
+        return None
+    if problems or current.envbuild != __version__:
+        return None
+    return current
 
 
 def _lock_names(lock: Lock) -> set[str]:

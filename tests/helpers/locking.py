@@ -3,6 +3,9 @@ another, for Python 3.11 on Debian 12."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +45,22 @@ def write_key(directory: Path) -> Path:
     path = directory / "lock.key"
     path.write_text("k" * 40 + "\n")
     return path
+
+
+@contextlib.contextmanager
+def no_network(monkeypatch: pytest.MonkeyPatch, uv_cache: Path) -> Iterator[str]:
+    """Every way out to an index closed, as issue 18 runs the no-op relock: HTTP(S)_PROXY in both
+    cases at a loopback port that refuses connections (bound, never listening), NO_PROXY cleared so
+    loopback indexes go through it too, UV_OFFLINE=1, and an empty uv cache, so nothing uv fetched
+    before can answer. Yields the proxy URL."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as closed:
+        closed.bind(("127.0.0.1", 0))  # held, not listening: a connect is refused, and no one else gets it
+        proxy = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+            monkeypatch.setenv(name, proxy)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("UV_OFFLINE", "1")
+        uv_cache.mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv("UV_CACHE_DIR", str(uv_cache))
+        yield proxy
