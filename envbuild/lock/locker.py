@@ -48,6 +48,7 @@ def lock_packages(
     """A plan's Python closure in two layers, preferring the `keep` pins: the framework from its
     variant's index, then the user packages against the framework's pins."""
     framework: list[LockedPackage] = []
+    where = f"target {plan.target}"
     if plan.strategy != "conda":  # conda-forge installs the framework; its solve is not locked here
         for name, version, index, hashes in compile_layer(
             plan.framework_requirements,
@@ -58,6 +59,7 @@ def lock_packages(
             preferences=_pins(keep, "framework"),
             upgrade=upgrade,
             upgrade_packages=upgrade_packages,
+            during=f"locking {where}, framework layer",
         ):
             framework.append(
                 LockedPackage(
@@ -80,6 +82,7 @@ def lock_packages(
         preferences=_pins(keep, "user"),
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
+        during=f"locking {where}, user layer",
     ):
         if name not in in_framework:
             user.append(

@@ -147,7 +147,9 @@ def test_unresolvable_requirement_is_a_clear_error(capsys, project: Path, indexe
     (project / "envbuild.toml").write_text(spec_text(user.url, framework.url, '["lib==9.9"]'))
     code, _, err = run_lock(capsys, project, "--base-image", BASE)
     assert code == 1
-    assert "no set of versions" in err and "lib" in err
+    assert "the resolver found no set of versions for lib==9.9 while locking target default, user" in err
+    assert "fix: relax the pins named above" in err  # a real conflict: the pins are the fix
+    assert "could not reach" not in err
     assert not (project / "envbuild.lock").exists()
 
 
