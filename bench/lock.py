@@ -61,7 +61,7 @@ def main() -> int:
             env = {**os.environ, "UV_CACHE_DIR": cache, "ENVBUILD_CACHE_DIR": str(work / "matrix-cache")}
             start = time.perf_counter()
             done = subprocess.run(
-                [envbuild, "lock", "-f", str(work / "envbuild.toml"), *base, *check],
+                [envbuild, "lock", "-q", "-f", str(work / "envbuild.toml"), *base, *check],
                 env=env,
                 check=True,
                 stdout=subprocess.PIPE,

@@ -139,6 +139,14 @@ def render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _lock_progress(args: argparse.Namespace):
+    """Progress lines on stderr, one per layer and target (live on a terminal); none with --quiet,
+    nor with --json, whose readers want stdout and stderr to be only the document and errors."""
+    from envbuild._util.progress import Progress
+
+    return Progress(None if args.quiet or args.json else sys.stderr)
+
+
 def lock(args: argparse.Namespace) -> int:
     spec, matrix = _spec(args), _load(args)
     if args.check:
@@ -149,15 +157,20 @@ def lock(args: argparse.Namespace) -> int:
         raise UsageError("--json goes with --check", fix="use `envbuild lock --check --json`")
     from envbuild.lock.locker import relock, relock_summary
 
-    previous, new, path = relock(
-        matrix,
-        spec,
-        target_name=args.target,
-        base_image=args.base_image,
-        upgrade=args.upgrade is not None and not args.upgrade,
-        upgrade_packages=tuple(args.upgrade or ()),
-        key=_lock_key(args),
-    )
+    progress = _lock_progress(args)
+    try:
+        previous, new, path = relock(
+            matrix,
+            spec,
+            target_name=args.target,
+            base_image=args.base_image,
+            upgrade=args.upgrade is not None and not args.upgrade,
+            upgrade_packages=tuple(args.upgrade or ()),
+            key=_lock_key(args),
+            progress=progress,
+        )
+    finally:
+        progress.close()  # a step that raised: its live line goes before the error prints
     if new is previous:  # up to date: nothing resolved, nothing written (locker.up_to_date)
         count = len(new.targets)
         print(
@@ -188,6 +201,7 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
     from envbuild.spec.lockfile import lock_path
     from envbuild.spec.lockproblem import problem
 
+    progress = _lock_progress(args)
     try:
         current, problems, path = check_lock_file(
             spec,
@@ -196,6 +210,7 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
             base_image=args.base_image,
             offline=args.offline,
             target_name=args.target,
+            progress=progress,
         )
     except LockError as exc:
         if not args.json:
@@ -204,6 +219,8 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
         document = {"ok": False, "lock": lock_path(spec.path), "spec": args.file, "problems": [unreadable]}
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return EXIT_FAILURE
+    finally:
+        progress.close()  # a step that raised: its live line goes before the error prints
     _warn_base_images(current, matrix, spec)
     if args.json:
         document = {

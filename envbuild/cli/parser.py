@@ -264,6 +264,12 @@ def _lock(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also export each target as PEP 751 pylock.<target>.toml next to the lock",
     )
+    parser.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress lines on stderr (errors and warnings still print)",
+    )
     add_matrix(parser)
 
 

@@ -13,6 +13,7 @@ import difflib
 import os
 
 from envbuild import __version__
+from envbuild._util.progress import SILENT, Progress
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.lock.uv import compile_layer
 from envbuild.matrix.model import Matrix
@@ -38,17 +39,37 @@ def _pins(packages: tuple[LockedPackage, ...], layer: str) -> tuple[str, ...]:
     return tuple(f"{p.name}=={p.version}" for p in packages if p.layer == layer)
 
 
+def _counted(packages: tuple[LockedPackage, ...] | list[LockedPackage]) -> str:
+    return f"{len(packages)} package" + ("" if len(packages) == 1 else "s")
+
+
+def _framework_detail(plan: Plan, framework: list[LockedPackage]) -> str:
+    """`torch 2.13.0, 12 packages`: the framework as locked, then the layer's size."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        wanted = canonical(Requirement(plan.framework_requirements[0]).name)
+    except (IndexError, InvalidRequirement):
+        wanted = ""
+    found = next((f"{p.name} {p.version}, " for p in framework if p.name == wanted), "")
+    return found + _counted(framework)
+
+
 def lock_packages(
     plan: Plan,
     *,
     keep: tuple[LockedPackage, ...] = (),
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
+    progress: Progress = SILENT,
 ) -> tuple[LockedPackage, ...]:
     """A plan's Python closure in two layers, preferring the `keep` pins: the framework from its
-    variant's index, then the user packages against the framework's pins."""
+    variant's index, then the user packages against the framework's pins. Each layer is a step of
+    `progress`, and is named in uv's errors."""
     framework: list[LockedPackage] = []
+    where = f"target {plan.target}"
     if plan.strategy != "conda":  # conda-forge installs the framework; its solve is not locked here
+        step = progress.begin(f"{where}: framework layer")
         for name, version, index, hashes in compile_layer(
             plan.framework_requirements,
             plan.constraints,
@@ -58,6 +79,7 @@ def lock_packages(
             preferences=_pins(keep, "framework"),
             upgrade=upgrade,
             upgrade_packages=upgrade_packages,
+            during=f"locking {where}, framework layer",
         ):
             framework.append(
                 LockedPackage(
@@ -68,9 +90,11 @@ def lock_packages(
                     hashes=hashes,
                 )
             )
+        step.done(_framework_detail(plan, framework))
     in_framework = {p.name for p in framework}
     user: list[LockedPackage] = []
     constraints = tuple(f"{p.name}=={p.version}" for p in framework) + plan.constraints
+    step = progress.begin(f"{where}: user layer")
     for name, version, index, hashes in compile_layer(
         plan.pip,
         constraints,
@@ -80,6 +104,7 @@ def lock_packages(
         preferences=_pins(keep, "user"),
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
+        during=f"locking {where}, user layer",
     ):
         if name not in in_framework:
             user.append(
@@ -87,6 +112,7 @@ def lock_packages(
                     name=name, version=version, layer="user", index=index or plan.index_url, hashes=hashes
                 )
             )
+    step.done(_counted(user))
     return tuple(sorted(framework, key=lambda p: p.name)) + tuple(sorted(user, key=lambda p: p.name))
 
 
@@ -111,11 +137,23 @@ def lock_target(
     previous: LockedTarget | None = None,
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
+    progress: Progress = SILENT,
 ) -> LockedTarget:
     plan = build_plan(matrix, spec, target, base_image=base_image)
     keep = previous.packages if previous and not upgrade else ()
-    packages = lock_packages(plan, keep=keep, upgrade=upgrade, upgrade_packages=upgrade_packages)
-    return locked_target(plan, pinned(plan.base_image), packages)
+    packages = lock_packages(
+        plan, keep=keep, upgrade=upgrade, upgrade_packages=upgrade_packages, progress=progress
+    )
+    step = progress.begin(f"target {target.name}: locked", f"pinning the base image of target {target.name}")
+    base = pinned(plan.base_image)
+    step.done(f"{_counted(packages)}, base {_short(base)}")
+    return locked_target(plan, base, packages)
+
+
+def _short(image: str) -> str:
+    """`debian:bookworm-slim@sha256:0123456789ab`: a progress line shows 12 digits of the digest."""
+    name, at, digest = image.partition("@sha256:")
+    return f"{name}{at}{digest[:12]}" if at else image
 
 
 def lock_spec(
@@ -127,6 +165,7 @@ def lock_spec(
     previous: Lock | None = None,
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
+    progress: Progress = SILENT,
 ) -> Lock:
     chosen = spec.target(target_name)
     locked: dict[str, LockedTarget] = {}
@@ -142,6 +181,7 @@ def lock_spec(
             previous=before,
             upgrade=upgrade,
             upgrade_packages=upgrade_packages,
+            progress=progress,
         )
     order = [t.name for t in spec.targets]
     return Lock(
@@ -161,9 +201,11 @@ def relock(
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
     key: bytes | None = None,
+    progress: Progress = SILENT,
 ) -> tuple[Lock | None, Lock, str]:
     """`envbuild lock`: lock the spec (keeping the previous lock's pins unless upgrading) and write
-    envbuild.lock next to it, sealed with `key` when one is set. (previous lock or None, new lock, path).
+    envbuild.lock next to it, sealed with `key` when one is set; a line per layer and target on
+    `progress`. (previous lock or None, new lock, path).
 
     Without --upgrade, a lock that is `up_to_date` is returned as it is, nothing resolved and
     nothing written: then the previous lock *is* the new one (`previous is new`)."""
@@ -183,6 +225,7 @@ def relock(
         previous=previous,
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
+        progress=progress,
     )
     if upgrade_packages and previous is None:  # nothing was locked: the closure just resolved decides
         _refuse_unknown_upgrades(upgrade_packages, _lock_names(lock) | _direct_names(spec), path)
@@ -269,6 +312,7 @@ def check_lock_file(
     base_image: str | None = None,
     offline: bool = False,
     target_name: str | None = None,
+    progress: Progress = SILENT,
 ) -> tuple[Lock, list[Problem], str]:
     """`envbuild lock --check`: the lock next to the spec, every reason it is not the lock
     `envbuild lock` would write now, and its path. With `target_name`, only that target's stack and
@@ -291,6 +335,7 @@ def check_lock_file(
         base_image=base_image,
         offline=offline,
         only=None if target_name is None else {t.name for t in chosen},
+        progress=progress,
     )
     return read.lock, problems + checked, path
 
@@ -303,9 +348,11 @@ def check_lock(
     base_image: str | None = None,
     offline: bool = False,
     only: set[str] | None = None,
+    progress: Progress = SILENT,
 ) -> list[Problem]:
     """Every reason the lock does not describe spec + matrix; empty when it does. `only`: check the
-    targets of these names, and no others."""
+    targets of these names, and no others. The re-resolution (not offline) reports each layer and
+    target on `progress`."""
     problems = []
     if lock.spec_digest != spec.digest:
         problems.append(
@@ -366,7 +413,9 @@ def check_lock(
         drift = drift_problems(locked, plan)
         problems += drift
         if not offline and not drift:
-            relocked.append(locked_target(plan, locked.base_image, lock_packages(plan, keep=locked.packages)))
+            packages = lock_packages(plan, keep=locked.packages, progress=progress)
+            relocked.append(locked_target(plan, locked.base_image, packages))
+            progress.begin(f"target {target.name}: re-resolved").done(_counted(packages))
     if not offline and not problems:
         problems += _byte_drift(lock, lock.replace(envbuild=__version__, targets=tuple(relocked)))
     return problems

@@ -65,7 +65,10 @@ def compile_layer(
     preferences: tuple[str, ...] = (),
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
+    during: str = "locking",
 ) -> list[tuple[str, str, str | None, tuple[str, ...]]]:
+    """One layer's closure: (name, version, index, hashes) per package. `during` ("locking target
+    default, framework layer") goes into the error when uv fails, which names the cause uv gives."""
     if not requirements:
         return []
     with tempfile.TemporaryDirectory(prefix="envbuild-lock-") as workdir:
@@ -109,10 +112,13 @@ def compile_layer(
         env = {**os.environ, "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:
-            detail = "\n    ".join(done.stderr.strip().splitlines()[-12:])
-            raise EnvbuildError(
-                f"the resolver found no set of versions for {', '.join(requirements)}:\n    {detail}",
-                fix="relax the pins named above, or check the index is reachable",
+            from envbuild.lock.uvfail import uv_failure
+
+            raise uv_failure(
+                done.stderr,
+                during=during,
+                indexes=(index, *extra_indexes, *([find_links] if find_links else [])),
+                requirements=requirements,
             )
         with open(paths["requirements.txt"], encoding="utf-8") as handle:
             return parse_compiled(handle.read())
@@ -162,9 +168,15 @@ def export_pylock(target: LockedTarget) -> str:
                 env={**os.environ, "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1"},
             )
             if done.returncode != 0:
-                raise EnvbuildError(
-                    f"exporting {target.name} to PEP 751 failed: {done.stderr.strip()[-500:]}",
-                    fix="check the index recorded in envbuild.lock is reachable",
+                from envbuild.lock.uvfail import uv_failure
+
+                raise uv_failure(
+                    done.stderr,
+                    during=f"exporting target {target.name} to PEP 751",
+                    indexes=(index,),
+                    requirements=tuple(f"{p.name}=={p.version}" for p in packages),
+                    conflict_fix="the index no longer serves a version envbuild.lock pins: relock with "
+                    "`envbuild lock --upgrade PKG` for the package uv names",
                 )
             with open(output, encoding="utf-8") as handle:
                 text = handle.read()
