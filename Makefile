@@ -38,6 +38,7 @@ bench: dev
 	$(BIN)/python bench/resolve.py
 	$(BIN)/python bench/lock.py
 	$(BIN)/python bench/build.py
+	$(BIN)/python bench/layers.py
 	$(BIN)/python bench/refresh.py
 	$(BIN)/python bench/audit.py
 

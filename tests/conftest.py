@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_target
+from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_target, download_uv_for_target
 from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.matrix.model import Matrix
 from tests.helpers.docker import docker, make_bookworm_image
@@ -77,12 +77,15 @@ def bookworm_image(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """torch 2.13.0, six 1.16.0 and six 1.17.0 for the test images' Python 3.11, from `pip download`."""
+    """torch 2.13.0, six 1.16.0 and six 1.17.0 for the test images' Python 3.11, from `pip download`,
+    and the uv wheel the images install with."""
     prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE")  # fetched once by .ci/run
-    if prepared and any(Path(prepared).glob("torch-2.13.0*.whl")) and any(Path(prepared).glob("six-1.17.0*")):
+    if prepared and all(
+        any(Path(prepared).glob(pattern)) for pattern in ("torch-2.13.0*.whl", "six-1.17.0*", "uv-*.whl")
+    ):
         return Path(prepared)
     directory = download_for_target(tmp_path_factory.mktemp("wheelhouse"), "torch==2.13.0", "six==1.16.0")
-    return download_for_target(directory, "six==1.17.0", no_deps=True)
+    return download_uv_for_target(download_for_target(directory, "six==1.17.0", no_deps=True))
 
 
 @pytest.fixture(scope="session")

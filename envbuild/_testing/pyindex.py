@@ -68,6 +68,34 @@ def download_for_target(
     return Path(directory)
 
 
+def download_uv_for_target(directory: Path) -> Path:
+    """uv's manylinux x86_64 wheel, of the version envbuild runs, into `directory`: what an air-gapped
+    wheelhouse holds for `[image] installer = "uv"` (its wheels are tagged manylinux_2_17, which pip
+    does not take for --platform manylinux_2_28 alone)."""
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            f"uv=={metadata.version('uv')}",
+            *TARGET_WHEELS,
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "-d",
+            str(directory),
+        ],
+        check=True,
+    )
+    return Path(directory)
+
+
 def normalize(name: str) -> str:
     """The PEP 503 normalized project name: runs of -, _ and . become one -, lowercased."""
     return re.sub(r"[-_.]+", "-", name).lower()

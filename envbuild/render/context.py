@@ -86,6 +86,8 @@ def render_files(plan: Plan) -> dict[str, bytes]:
         "requirements.txt": plan.user_lines,
         "stack.json": json.dumps(plan.stack_document, indent=2, sort_keys=True) + "\n",
     }
+    if plan.cuda_lines:
+        files["requirements-cuda.txt"] = plan.cuda_lines
     if plan.strategy == "conda":
         files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
         del files["requirements-framework.txt"]
@@ -105,6 +107,7 @@ CONTEXT_NAMES = frozenset(
         "Dockerfile",
         ".dockerignore",
         "requirements-framework.txt",
+        "requirements-cuda.txt",
         "requirements.txt",
         "constraints.txt",
         "environment.yml",
@@ -112,6 +115,7 @@ CONTEXT_NAMES = frozenset(
         "smoke.py",
         "smoke_common.py",
         "wheels",
+        "uv",
         "record.json",
         "build.log",
         "smoke-report.json",
@@ -171,8 +175,16 @@ def write_context(
 
             assert plan is not None
             split_wheelhouse(
-                wheelhouse, os.path.join(staging, "wheels"), plan.framework_requirements, plan.python
+                wheelhouse,
+                os.path.join(staging, "wheels"),
+                plan.framework_requirements,
+                plan.python,
+                cuda=bool(plan.cuda_lines),
             )
+        if plan is not None and plan.installer == "uv":
+            from envbuild.render.uvbin import place_uv
+
+            place_uv(os.path.join(staging, "uv"), wheelhouse)
         old = None
         if os.path.exists(destination):
             old = tempfile.mkdtemp(prefix=f".{target}.old.", dir=out_dir)

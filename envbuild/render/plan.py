@@ -18,12 +18,13 @@ from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
 from envbuild.render.coherence import check_framework_pins, check_python_source
+from envbuild.render.cudalayer import is_cuda_package
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
 from envbuild.resolve.spec_query import target_query
 from envbuild.spec import validate
-from envbuild.spec.lockfile import LockedTarget, requirement_lines
+from envbuild.spec.lockfile import LockedPackage, LockedTarget, requirement_lines
 from envbuild.spec.model import Spec, Target
 
 PYPI = "https://pypi.org/simple"
@@ -67,6 +68,8 @@ class Plan(Record):
         "framework_lines",
         "user_lines",
         "buildkit",
+        "installer",
+        "cuda_lines",
     )
     target: str
     strategy: str
@@ -99,6 +102,8 @@ class Plan(Record):
     framework_lines: str  # requirements-framework.txt
     user_lines: str  # requirements.txt
     buildkit: bool  # the Dockerfile may use RUN --mount (else it renders for the classic builder)
+    installer: str  # uv | pip: what the Dockerfile installs with (installer_for)
+    cuda_lines: str  # requirements-cuda.txt: the lock's CUDA wheels, their own layer ("" for none)
 
 
 def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, OperatingSystem, str]:
@@ -232,6 +237,7 @@ def build_plan(
     except ValueError as exc:
         raise UsageError(f"{spec.path}: [image] tags: {exc}", fix="change the tag template") from None
 
+    framework_packages, cuda_packages = split_cuda(lock, strategy)
     image_labels = _image_labels(spec, target, stack, strategy, image, python)
     document = stack_json(stack, strategy)
     document.update(
@@ -276,14 +282,40 @@ def build_plan(
         nvidia_env=nvidia_env,
         stack_document=document,
         locked=lock is not None,
-        framework_lines=requirement_lines(lock.packages, "framework")
+        framework_lines=requirement_lines(framework_packages, "framework")
         if lock
         else "".join(f"{r}\n" for r in requirements),
         user_lines=requirement_lines(lock.packages, "user")
         if lock
         else "".join(f"{r}\n" for r in spec.packages.pip),
         buildkit=buildkit,
+        installer=installer_for(spec.image.installer, strategy, buildkit),
+        cuda_lines=requirement_lines(cuda_packages, "framework"),
     )
+
+
+def installer_for(wanted: str, strategy: str, buildkit: bool) -> str:
+    """uv where it can stay out of the image, else pip.
+
+    uv enters a build only through a RUN bind mount: the classic builder (the api backend) has none,
+    and a COPYed uv would stay in a layer, so that backend installs with pip. The conda strategy's pip
+    layer installs into micromamba's environment and keeps pip as well."""
+    return wanted if buildkit and strategy != "conda" else "pip"
+
+
+def split_cuda(
+    lock: LockedTarget | None, strategy: str
+) -> tuple[tuple[LockedPackage, ...], tuple[LockedPackage, ...]]:
+    """(the lock's packages without the framework layer's CUDA wheels, those CUDA wheels).
+
+    The CUDA wheels get a layer of their own before the framework's (envbuild.render.cudalayer);
+    conda installs CUDA from conda packages, so its lock is left whole."""
+    if lock is None:
+        return (), ()
+    if strategy == "conda":
+        return lock.packages, ()
+    cuda = tuple(p for p in lock.packages if p.layer == "framework" and is_cuda_package(p.name))
+    return tuple(p for p in lock.packages if p not in cuda), cuda
 
 
 def locked_base(lock: LockedTarget, image: str, *, overridden: bool, where: str) -> str:

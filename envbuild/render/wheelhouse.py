@@ -12,6 +12,7 @@ import zipfile
 from email.parser import HeaderParser
 
 from envbuild.errors import UsageError
+from envbuild.render.cudalayer import is_cuda_package
 
 _WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
@@ -114,8 +115,12 @@ def framework_closure(directory: str, requirements: tuple[str, ...], python: str
     return chosen
 
 
-def split_wheelhouse(directory: str, destination: str, requirements: tuple[str, ...], python: str) -> None:
-    """Copy (hard-link where possible) into destination/framework and destination/user."""
+def split_wheelhouse(
+    directory: str, destination: str, requirements: tuple[str, ...], python: str, *, cuda: bool = False
+) -> None:
+    """Copy (hard-link where possible) into destination/framework and destination/user; with `cuda`,
+    the framework's CUDA wheels (envbuild.render.cudalayer) into destination/cuda, the CUDA layer's
+    only wheel input, which a framework patch release leaves unchanged."""
     if not os.path.isdir(directory):
         raise UsageError(
             f"--wheelhouse {directory} is not a directory",
@@ -131,11 +136,15 @@ def split_wheelhouse(directory: str, destination: str, requirements: tuple[str, 
             fix="pip download the framework into it for the image's Python and platform "
             "(--python-version, --platform manylinux_2_28_x86_64 --only-binary=:all:)",
         )
-    for part in ("framework", "user"):
+    parts = ("framework", "user", "cuda") if cuda else ("framework", "user")
+    for part in parts:
         os.makedirs(os.path.join(destination, part), exist_ok=True)
     for filename in _wheel_files(directory):
         source = os.path.join(directory, filename)
-        target = os.path.join(destination, "framework" if filename in closure else "user", filename)
+        part = "framework" if filename in closure else "user"
+        if cuda and part == "framework" and is_cuda_package(filename.split("-")[0]):
+            part = "cuda"
+        target = os.path.join(destination, part, filename)
         try:
             os.link(source, target)
         except OSError:

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 DEFAULT_TAG = "{target}-{framework}{framework_version}-cuda{cuda}-py{python}"
 DEFAULT_USER = "envbuild"
+# what installs Python packages inside the image: uv (fast, never left in the image) or pip, for
+# bases where uv's manylinux binary cannot run (musl, glibc older than 2.17, other CPUs)
+INSTALLERS = ("uv", "pip")
 
 STACK_KEYS = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os", "python-source")
 # where a Python other than the OS's python3 may come from: only what the spec opts into
@@ -33,7 +36,7 @@ PYTHON_SOURCES = ("system", "deadsnakes")
 TABLE_KEYS = {
     "stack": STACK_KEYS,
     "packages": ("pip", "apt", "conda", "index-url", "extra-index-urls", "framework-index-url"),
-    "image": ("repository", "tags", "user", "labels", "env", "devel"),
+    "image": ("repository", "tags", "user", "labels", "env", "devel", "installer"),
     "smoke": ("device", "steps", "precision", "timeout"),
     "target": ("name", *STACK_KEYS),
 }
@@ -63,13 +66,14 @@ class Packages(Record):
 
 
 class ImageSpec(Record):
-    __slots__ = ("repository", "tags", "user", "labels", "env", "devel")
+    __slots__ = ("repository", "tags", "user", "labels", "env", "devel", "installer")
     repository: str
     tags: tuple[str, ...]
     user: str
     labels: tuple[tuple[str, str], ...]
     env: tuple[tuple[str, str], ...]
     devel: bool
+    installer: str  # uv | pip (INSTALLERS)
 
 
 class SmokeSpec(Record):
@@ -407,6 +411,9 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         labels=reader.attempt(lambda: reader.mapping(where, image_table, "labels", validate.label_key), ()),
         env=reader.attempt(lambda: reader.mapping(where, image_table, "env", validate.env_name), ()),
         devel=reader.attempt(lambda: reader.boolean(where, image_table, "devel", False), False),
+        installer=reader.attempt(
+            lambda: reader.text(where, image_table, "installer", "uv", choices=INSTALLERS), "uv"
+        ),
     )
 
     smoke_table = reader.table(data, "smoke")

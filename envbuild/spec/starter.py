@@ -37,6 +37,7 @@ repository = "envbuild/train"
 # labels = {{ "org.opencontainers.image.source" = "https://github.com/acme/train" }}
 # env = {{ PYTORCH_CUDA_ALLOC_CONF = "expandable_segments:True" }}
 # devel = false                # base-image: compile user packages in a CUDA devel stage
+# installer = "uv"             # uv | pip (pip for bases uv cannot run on: musl, glibc < 2.17)
 
 [smoke]
 device = "gpu"                 # gpu | cpu (CPU-only CI; such images are never promoted as GPU-verified)

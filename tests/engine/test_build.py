@@ -335,6 +335,8 @@ def test_api_backend_builds_the_same_example(
     assert rec["backend"] == "api" and rec["ok"] is True
     dockerfile = (out / "default" / "Dockerfile").read_text()
     assert "--mount" not in dockerfile and "COPY wheels/framework /wheels/framework" in dockerfile
+    # no mounts, so no uv: it would stay in a COPY layer (issue 18); pip installs instead
+    assert "envbuild-uv" not in dockerfile and "RUN pip install --no-cache-dir" in dockerfile
     assert tag_exists(f"{repository}:torch2.13.0-e2e")
     assert os.path.getsize(out / "default" / "build.log") > 0
 

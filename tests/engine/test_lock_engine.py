@@ -30,7 +30,7 @@ def pushed_base(bookworm_image: str, anonymous_registry: str):
 
 
 def test_locked_build_checks_hashes_and_a_tampered_one_fails(
-    capsys, tmp_path: Path, framework_wheels: Path, pushed_base
+    capsys, tmp_path: Path, framework_wheels: Path, wheelhouse: Path, pushed_base
 ) -> None:
     ref, registry = pushed_base
     user_dir = tmp_path / "user-wheels"
@@ -38,9 +38,11 @@ def test_locked_build_checks_hashes_and_a_tampered_one_fails(
         [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "six==1.16.0", "-d", str(user_dir)],
         check=True,
     )
+    uv_wheel = next(wheelhouse.glob("uv-*.whl"))  # the installer the images use (issue 18)
     wheelhouse = tmp_path / "wheelhouse"
     shutil.copytree(framework_wheels, wheelhouse)
     shutil.copy(next(user_dir.glob("six-*.whl")), wheelhouse)
+    shutil.copy(uv_wheel, wheelhouse)
     with PackageIndex(user_dir) as user, PackageIndex(framework_wheels) as framework:
         (tmp_path / "envbuild.toml").write_text(spec_text(user.url, framework.url, '["six==1.16.0"]'))
         assert run_lock(capsys, tmp_path, "--base-image", ref)[0] == 0
@@ -68,7 +70,10 @@ def test_locked_build_checks_hashes_and_a_tampered_one_fails(
             == 0
         )
         capsys.readouterr()
-        assert f"FROM {ref}@{digest}" in (out / "default" / "Dockerfile").read_text()
+        dockerfile = (out / "default" / "Dockerfile").read_text()
+        assert f"FROM {ref}@{digest}" in dockerfile
+        assert "/opt/envbuild-uv/uv pip install" in dockerfile
+        assert "pip install --no-cache-dir" not in dockerfile
         return docker("build", "--progress=plain", "-t", tag, str(out / "default"), check=False)
 
     good = build("envbuild-test/locked:good")
@@ -91,11 +96,11 @@ def test_locked_build_checks_hashes_and_a_tampered_one_fails(
     path = tmp_path / "envbuild.lock"
     six = next(p for p in locked.targets[0].packages if p.name == "six")
     path.write_text(path.read_text().replace(six.hashes[0], "sha256:" + "0" * 64))
-    # render refuses a hand-edited lock; overridden for an emergency, pip's hash check still judges it
+    # render refuses a hand-edited lock; overridden for an emergency, uv's hash check still judges it
     assert main(["render", "-f", str(tmp_path / "envbuild.toml"), "-o", str(tmp_path / "refused")]) == 1
     assert "edited by hand" in capsys.readouterr().err
     bad = build("envbuild-test/locked:bad", "--allow-edited-lock")
     docker("rmi", "-f", "envbuild-test/locked:bad", check=False)
     assert bad.returncode != 0
     log = bad.stdout + bad.stderr
-    assert "DO NOT MATCH THE HASHES" in log and "six" in log
+    assert "Hash mismatch for `six==1.16.0`" in log

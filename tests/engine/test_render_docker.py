@@ -102,3 +102,28 @@ def test_changing_a_user_package_keeps_the_framework_layer(
         "run", "--rm", "--network", "none", images[1], "python", "-c", "import six; print(six.__version__)"
     )
     assert ran.stdout.strip() == "1.17.0"
+
+
+def test_installer_pip_builds_the_old_way(
+    tmp_path: Path,
+    bookworm_image: str,
+    wheelhouse: Path,
+    images: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    images.append("envbuild-test/render:pip")
+    spec = TORCH_SPEC + '[image]\ninstaller = "pip"\n'
+    _, dockerfile = render_and_build(tmp_path, spec, wheelhouse, bookworm_image, images[0])
+    capsys.readouterr()
+    assert "RUN python3 -m venv /opt/venv" in dockerfile and "envbuild-uv" not in dockerfile
+    ran = docker(
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        images[0],
+        "sh",
+        "-c",
+        "python -c 'import six, torch; print(six.__version__)' && pip --version",
+    )
+    assert ran.stdout.splitlines()[0] == "1.16.0" and "/opt/venv" in ran.stdout

@@ -255,7 +255,7 @@ def test_python_other_than_the_os_python(tmp_path: Path, capsys: pytest.CaptureF
     )
     assert main(["render", "-f", str(spec), "--stdout"]) == 0
     out = capsys.readouterr().out
-    assert "ppa:deadsnakes/ppa" in out and "python3.12 -m venv" in out
+    assert "ppa:deadsnakes/ppa" in out and "venv --no-cache --python /usr/bin/python3.12 /opt/venv" in out
     spec.write_text(
         golden_spec("torch", "wheels").replace('os = "ubuntu22.04"', 'os = "debian12"\npython = "3.12"')
     )

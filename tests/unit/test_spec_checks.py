@@ -96,7 +96,7 @@ def test_a_python_only_deadsnakes_has_needs_the_opt_in(
     assert 'python-source = "deadsnakes"' in err and "ubuntu24.04" in err  # whose python3 is 3.12
     code, out, err = render(tmp_path, capsys, text + 'python-source = "deadsnakes"\n')
     assert code == 0, err
-    assert "ppa:deadsnakes/ppa" in out and "python3.12 -m venv" in out
+    assert "ppa:deadsnakes/ppa" in out and "--python /usr/bin/python3.12 /opt/venv" in out
     # the OS's own Python needs no opt-in
     code, out, _ = render(tmp_path, capsys, text.replace("3.12", "3.10"))
     assert code == 0 and "deadsnakes" not in out

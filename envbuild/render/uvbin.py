@@ -1,0 +1,150 @@
+"""The uv binary a build context carries for `[image] installer = "uv"`: placed at uv/uv, used through a
+RUN bind mount, and so never part of an image layer.
+
+Where it comes from:
+* `--wheelhouse DIR` (air-gapped): the `uv-<version>-...manylinux..._x86_64.whl` in DIR, of the same
+  version as the uv envbuild itself runs to lock, so the lock and the image agree on one uv.
+* otherwise: the host's own installed uv (envbuild's dependency), when the host is Linux x86_64 like
+  the image.
+
+An executable entering the build is checked: its sha256 must equal the one its distribution's RECORD
+states (the wheel's own RECORD, or the one the installer wrote on the host when it installed the
+hash-checked wheel). A mismatch is a corrupted or altered file, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import platform
+import re
+import shutil
+import sys
+import zipfile
+
+from envbuild.errors import UsageError
+
+# uv's Linux x86_64 wheels: manylinux (glibc >= 2.17) and musllinux (static, runs on any libc)
+_UV_WHEEL = re.compile(r"^uv-(?P<version>[^-]+)-py3-none-(?P<platform>[^-]+)\.whl$")
+PIP_FALLBACK = 'or set installer = "pip" under [image] in envbuild.toml'
+
+
+def host_uv_version() -> str | None:
+    """The version of the uv envbuild runs (its `uv` dependency), or None when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("uv")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _record_sha256(value: str) -> str:
+    """RECORD's `sha256=<urlsafe base64, no padding>` as hex."""
+    encoded = value.split("=", 1)[1]
+    return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).hex()
+
+
+def _download_hint(version: str | None) -> str:
+    pin = f"uv=={version}" if version else "uv"
+    return (
+        f"pip download {pin} --no-deps --only-binary=:all: --platform manylinux_2_17_x86_64 -d DIR, "
+        f"{PIP_FALLBACK}"
+    )
+
+
+def _from_wheelhouse(directory: str, target: str) -> str:
+    version = host_uv_version()
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        names = []  # split_wheelhouse reports an unreadable wheelhouse by its own words
+    wheels = [
+        (name, match)
+        for name in names
+        if (match := _UV_WHEEL.match(name)) and match.group("platform").endswith("_x86_64")
+    ]
+    wanted = [(name, match) for name, match in wheels if match.group("version") == version]
+    if not wanted:
+        found = ", ".join(name for name, _ in wheels) or "no uv wheel"
+        raise UsageError(
+            f"--wheelhouse {directory}: installer uv needs uv {version or '(any)'}'s Linux x86_64 wheel "
+            f"there (the uv envbuild runs to lock), and it has {found}",
+            fix=f"put it there with `{_download_hint(version)}`",
+        )
+    name, match = wanted[0]
+    path = os.path.join(directory, name)
+    inner = f"uv-{match.group('version')}.data/scripts/uv"
+    try:
+        with zipfile.ZipFile(path) as archive:
+            record = archive.read(f"uv-{match.group('version')}.dist-info/RECORD").decode()
+            data = archive.read(inner)
+    except (zipfile.BadZipFile, KeyError, OSError) as exc:
+        raise UsageError(
+            f"--wheelhouse: {path} is not a readable uv wheel ({exc})",
+            fix=f"download it again: `{_download_hint(version)}`",
+        ) from None
+    expected = next(
+        (_record_sha256(line.split(",")[1]) for line in record.splitlines() if line.startswith(inner + ",")),
+        None,
+    )
+    actual = hashlib.sha256(data).hexdigest()
+    if expected != actual:
+        raise UsageError(
+            f"--wheelhouse: {path}: the uv binary's sha256 is {actual}, but the wheel's RECORD says "
+            f"{expected}: the file was altered or corrupted",
+            fix=f"download it again: `{_download_hint(version)}`",
+        )
+    with open(target, "wb") as handle:
+        handle.write(data)
+    os.chmod(target, 0o755)
+    return f"uv {match.group('version')} from {name}"
+
+
+def _from_host(target: str) -> str:
+    from importlib import metadata
+
+    machine = platform.machine().lower()
+    if not sys.platform.startswith("linux") or machine not in ("x86_64", "amd64"):
+        raise UsageError(
+            f"installer uv: the image needs uv's Linux x86_64 binary, and this host runs "
+            f"{sys.platform} {machine}, so its own uv cannot go in",
+            fix=f"pass --wheelhouse DIR holding uv's wheel ({_download_hint(host_uv_version())})",
+        )
+    try:
+        dist = metadata.distribution("uv")
+    except metadata.PackageNotFoundError:
+        raise UsageError(
+            "installer uv: uv is not installed beside envbuild",
+            fix=f"reinstall envbuild (it depends on uv), {PIP_FALLBACK}",
+        ) from None
+    entry = next((f for f in dist.files or () if f.name == "uv" and f.parent.name == "bin" and f.hash), None)
+    path = str(entry.locate()) if entry is not None else ""
+    expected = entry.hash.value if entry is not None and entry.hash else ""
+    try:
+        with open(path, "rb") as handle:
+            actual = hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        actual = ""
+    if not actual or _record_sha256(f"sha256={expected}") != actual:
+        raise UsageError(
+            f"installer uv: the installed uv binary {path or '(not found)'} does not match the sha256 "
+            "its RECORD states: the file was altered or is missing",
+            fix=f"reinstall uv (`pip install --force-reinstall uv=={dist.version}`), {PIP_FALLBACK}",
+        )
+    try:
+        os.link(path, target)  # the same bytes, without copying 40 MB into every context
+    except OSError:
+        shutil.copyfile(path, target)
+        os.chmod(target, 0o755)
+    return f"uv {dist.version} from this host"
+
+
+def place_uv(destination: str, wheelhouse: str | None) -> str:
+    """Write the checked uv binary to destination/uv; returns where it came from, for messages."""
+    os.makedirs(destination, exist_ok=True)
+    target = os.path.join(destination, "uv")
+    if wheelhouse is not None:
+        return _from_wheelhouse(wheelhouse, target)
+    return _from_host(target)
