@@ -11,6 +11,7 @@ import io
 import os
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,20 @@ CUDA_RUN = "-r /opt/envbuild/requirements-cuda.txt"
 
 @pytest.fixture
 def pushed_base(bookworm_image: str, anonymous_registry: str):
-    ref = f"{anonymous_registry}/envbuild-test/cuda-layer-base:latest"
-    docker("tag", bookworm_image, ref)
+    """The bookworm base plus a layer holding a nonce: a base no earlier run has built on. On the
+    shared base, the Engine's cache holds a record of the apt step from each earlier run and hands
+    each build the one whose later steps it also has, so the two images differed from the apt layer
+    on; on this base, both builds can only share the records this run makes."""
+    nonce = str(time.time_ns())
+    ref = f"{anonymous_registry}/envbuild-test/cuda-layer-base:{nonce}"
+    subprocess.run(
+        [docker_cli(), "build", "-q", "-t", ref, "-"],
+        input=f"FROM {bookworm_image}\nRUN echo {nonce} > /etc/envbuild-test-nonce\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "DOCKER_BUILDKIT": "0"},  # the classic builder uses the local image as is
+    )
     push(ref)
     yield ref
     docker("rmi", ref, check=False)
