@@ -23,6 +23,7 @@ from tests.helpers.docker import docker, make_bookworm_image
 from tests.helpers.minimatrix import write_minimatrix
 from tests.helpers.nvsmi import install_fake_smi
 from tests.helpers.paths import MATRIX_DIR
+from tests.helpers.pypi import pypi_unreachable
 from tests.helpers.registry import answers, start_registry, stop
 from tests.helpers.specs import TWO_TARGETS
 
@@ -84,14 +85,21 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
         any(Path(prepared).glob(pattern)) for pattern in ("torch-2.13.0*.whl", "six-1.17.0*", "uv-*.whl")
     ):
         return Path(prepared)
-    directory = download_for_target(tmp_path_factory.mktemp("wheelhouse"), "torch==2.13.0", "six==1.16.0")
-    return download_uv_for_target(download_for_target(directory, "six==1.17.0", no_deps=True))
+    directory = tmp_path_factory.mktemp("wheelhouse")
+    try:
+        download_for_target(directory, "torch==2.13.0", "six==1.16.0")
+        return download_uv_for_target(download_for_target(directory, "six==1.17.0", no_deps=True))
+    except subprocess.CalledProcessError as exc:
+        pypi_unreachable(f"pip download for the wheelhouse exited {exc.returncode}")
 
 
 @pytest.fixture(scope="session")
 def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28."""
-    return download_for_target(tmp_path_factory.mktemp("framework-wheels"), "torch==2.13.0")
+    try:
+        return download_for_target(tmp_path_factory.mktemp("framework-wheels"), "torch==2.13.0")
+    except subprocess.CalledProcessError as exc:
+        pypi_unreachable(f"pip download torch==2.13.0 exited {exc.returncode}")
 
 
 @pytest.fixture(scope="session")
@@ -168,11 +176,20 @@ def images() -> Iterator[list[str]]:
         docker("rmi", "-f", tag, check=False)
 
 
-# --- the docker marker ----------------------------------------------------------------------------
+# --- the docker and pypi markers --------------------------------------------------------------------
+
+# The session fixtures above that `pip download` from PyPI (or pip's configured index): every test that
+# uses one gets the `pypi` marker, so `-m "not pypi"` runs what needs no PyPI. A test module that
+# reaches PyPI itself sets `pytestmark = pytest.mark.pypi`.
+PYPI_FIXTURES = frozenset({"framework_wheels", "indexes", "wheelhouse"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Docker tests skip without an engine, unless ENVBUILD_REQUIRE_DOCKER=1 (CI) makes that fail."""
+    """Tests that use a PyPI fixture are marked pypi. Docker tests skip without an engine, unless
+    ENVBUILD_REQUIRE_DOCKER=1 (CI) makes that fail."""
+    for item in items:
+        if PYPI_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.pypi)
     if not any(item.get_closest_marker("docker") for item in items):
         return
     if os.environ.get("ENVBUILD_REQUIRE_DOCKER") == "1":

@@ -20,7 +20,7 @@ from tests.helpers.cudawheels import PLUGIN_DIR, download_jax_plugin, unpack_lib
 from tests.helpers.docker import docker
 from tests.helpers.registry import delete_manifest, manifest_digest, push
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.pypi]
 
 SITE = "usr/local/lib/python3.11/site-packages"
 NO_KERNEL = "no kernel image is available for execution on the device"

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import requests
 
 from envbuild.cli.app import main
 from envbuild.image.verify import report_digest
-from tests.helpers.docker import TORCH_SPEC, docker
+from tests.helpers.docker import TORCH_SPEC, docker, wait_while_running
 from tests.helpers.registry import free_port
 
 pytestmark = pytest.mark.docker
@@ -249,11 +248,7 @@ def test_a_signal_during_verify_leaves_nothing(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 300
-    while not running_smoke_containers(repository):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_while_running(process, lambda: running_smoke_containers(repository))
     process.send_signal(sent)
     _, err = process.communicate(timeout=120)
     assert process.returncode == exit_code, err
@@ -290,11 +285,7 @@ def test_sigterm_during_envbuild_verify_removes_the_container(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 120
-    while not running_smoke_containers(repository):
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_while_running(process, lambda: running_smoke_containers(repository))
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 143, err

@@ -10,11 +10,16 @@ import json
 import os
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
 from envbuild.cli.app import main
+
+T = TypeVar("T")
 
 BASE_IMAGE = "envbuild-test/bookworm:latest"
 TORCH_SPEC = """
@@ -84,3 +89,27 @@ def render_and_build(workdir: Path, spec_text: str, wheelhouse: Path, base: str,
 
 def layers(tag: str) -> list[str]:
     return json.loads(docker("image", "inspect", tag, "--format", "{{json .RootFS.Layers}}").stdout)
+
+
+def wait_while_running(process: subprocess.Popen[str], found: Callable[[], T]) -> T:
+    """found()'s first truthy answer, asked again while `process` runs; the test fails with the
+    process's output when it ends first. No clock: the process's own deadlines (the smoke step's
+    timeout, the Engine's) bound the wait, so no test asserts how long something took."""
+    while True:
+        answer = found()
+        if answer:
+            return answer
+        if process.poll() is not None:
+            out, err = process.communicate()
+            pytest.fail(f"the process ended (exit {process.returncode}) first: {(out + err)[-2000:]}")
+        time.sleep(0.1)
+
+
+def exit_code_or_gone(container: str) -> int | None:
+    """`docker wait`: the container's exit code once it has stopped, or None when it no longer exists
+    (removed before or while waiting). Blocks while it runs."""
+    done = docker("wait", container, check=False)
+    if done.returncode != 0:
+        assert "No such container" in done.stderr, done.stderr
+        return None
+    return int(done.stdout.strip())

@@ -390,3 +390,41 @@ def upload_image(host: str, repo: str, tag: str, auth: tuple[str, str] | None = 
     )
     assert stored.status_code == 201, stored.text
     return digest
+
+
+class OneImageRegistry(LoopbackServer):
+    """An anonymous registry holding one layerless image, x/y@`digest`, whose config carries `labels`
+    (none by default: an image envbuild never verified); it takes manifest PUTs. `seen` lists
+    (method, path) of every request and `puts` the (path, body) of every manifest written, so a test
+    proves that a refused promotion wrote no tag."""
+
+    def __init__(self, labels: dict[str, str] | None = None) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self.puts: list[tuple[str, bytes]] = []
+        self.manifest, self.digest, self.config, self.config_digest = verified_image(labels or {"x": "y"})
+        outer = self
+
+        class Handler(RegistryHandler):
+            def answer(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                path = self.path.partition("?")[0]
+                outer.seen.append((self.command, path))
+                if path == "/v2/":
+                    return self.reply(200, b"{}")
+                if self.command == "PUT" and path.startswith("/v2/x/y/manifests/"):
+                    outer.puts.append((path, body))
+                    return self.reply(201, b"", digest="sha256:" + hashlib.sha256(body).hexdigest())
+                if path == f"/v2/x/y/manifests/{outer.digest}":
+                    return self.reply(200, outer.manifest, digest=outer.digest, media_type=MANIFEST_V2)
+                if path == f"/v2/x/y/blobs/{outer.config_digest}":
+                    return self.reply(200, outer.config, digest=outer.config_digest)
+                self.reply(404, b'{"errors": [{"code": "NAME_UNKNOWN"}]}')
+
+            do_GET = do_HEAD = do_PUT = answer
+
+        super().__init__(Handler)
+
+    @property
+    def ref(self) -> str:
+        """The image by digest: what `envbuild promote REF --to TAG` takes."""
+        return f"{self.host}/x/y@{self.digest}"

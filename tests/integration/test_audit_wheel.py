@@ -18,7 +18,9 @@ import pytest
 from envbuild.audit.kernels import cuobjdump_binary, read_kernels
 from envbuild.audit.tree import audit_tree
 from envbuild.cli.app import main
-from tests.helpers.audit import pypi_wheel
+from tests.helpers.pypi import pypi_wheel
+
+pytestmark = pytest.mark.pypi
 
 JAX_SASS = ["sm_50", "sm_60", "sm_70", "sm_80", "sm_90", "sm_100", "sm_101", "sm_120"]
 WITH_KERNELS = ["jax_cuda12_plugin/_linalg.so", "jax_cuda12_plugin/_prng.so", "jax_cuda12_plugin/_solver.so"]

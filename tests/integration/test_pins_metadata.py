@@ -36,10 +36,9 @@ from envbuild.matrix.model import Matrix
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import Stack, resolve
-from tests.helpers.audit import pypi_only_env
+from tests.helpers.pypi import PYPI, pypi_only_env, pypi_unreachable
 
-PYPI = "https://pypi.org/simple"
-
+pytestmark = pytest.mark.pypi
 
 
 def _pip(*args: str) -> subprocess.CompletedProcess[str]:
@@ -53,12 +52,6 @@ def _pip(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _unreachable(why: str) -> None:
-    if os.environ.get("ENVBUILD_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"PyPI is needed here and {why}")
-    pytest.skip(f"PyPI unreachable ({why}); set ENVBUILD_REQUIRE_DOCKER=1 to fail instead")
-
-
 def _get(url: str, accept: str) -> bytes:
     context = ssl.create_default_context(cafile=os.environ.get("PIP_CERT") or None)
     request = urllib.request.Request(url, headers={"Accept": accept})
@@ -66,7 +59,7 @@ def _get(url: str, accept: str) -> bytes:
         with urllib.request.urlopen(request, timeout=60, context=context) as response:
             return response.read()
     except (urllib.error.URLError, TimeoutError, OSError) as exc:
-        _unreachable(str(exc))
+        pypi_unreachable(str(exc))
         raise
 
 
@@ -112,7 +105,7 @@ class _RemoteFile(io.RawIOBase):
                 assert response.status == 206, "PyPI's file host must answer range requests"
                 data = response.read()
         except (urllib.error.URLError, TimeoutError, OSError) as exc:
-            _unreachable(str(exc))
+            pypi_unreachable(str(exc))
             raise
         self.pos += len(data)
         return data
@@ -231,7 +224,7 @@ def test_pip_download_under_the_pin_gets_that_minor(tmp_path_factory: pytest.Tem
     )
     if proc.returncode != 0:
         if re.search(r"(?i)connection|resolve host|network|timed out", proc.stderr):
-            _unreachable(proc.stderr.strip().splitlines()[-1])
+            pypi_unreachable(proc.stderr.strip().splitlines()[-1])
         raise AssertionError(proc.stderr)
     (wheel,) = dest.glob("*.whl")
     assert re.match(r"nvidia_cuda_runtime_cu12-12\.6\.\d+", wheel.name), wheel.name

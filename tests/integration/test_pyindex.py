@@ -29,9 +29,9 @@ _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy")
 
 
 @pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """app -> lib>=1 (2.0 -> base), platform-marked linuxonly / winonly, and extra `fast` -> speedup."""
-    directory = tmp_path_factory.mktemp("wheelhouse")
+    directory = tmp_path_factory.mktemp("built_wheels")
     build_wheel(
         directory,
         "app",
@@ -50,9 +50,9 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def index(wheelhouse: Path) -> Iterator[PackageIndex]:
-    """A fresh index (fresh request counts) over the shared wheelhouse."""
-    with PackageIndex(wheelhouse) as served:
+def index(built_wheels: Path) -> Iterator[PackageIndex]:
+    """A fresh index (fresh request counts) over the shared built_wheels."""
+    with PackageIndex(built_wheels) as served:
         yield served
 
 
@@ -144,10 +144,10 @@ def test_built_wheel_is_well_formed(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("json_api", [True, False], ids=["json", "html-only"])
 def test_pip_installs_the_chain_with_extra_and_markers(
-    wheelhouse: Path, tmp_path: Path, json_api: bool
+    built_wheels: Path, tmp_path: Path, json_api: bool
 ) -> None:
     target = tmp_path / "target"
-    with PackageIndex(wheelhouse, json_api=json_api) as index:
+    with PackageIndex(built_wheels, json_api=json_api) as index:
         result = subprocess.run(
             [
                 str(PYTHON),
@@ -233,25 +233,25 @@ def _uv_compile(index: PackageIndex, platform: str, cwd: Path) -> dict[str, tupl
 
 @pytest.mark.slow
 def test_uv_compile_for_linux_pins_hashes_of_served_files(
-    index: PackageIndex, wheelhouse: Path, tmp_path: Path
+    index: PackageIndex, built_wheels: Path, tmp_path: Path
 ) -> None:
     pins = _uv_compile(index, "x86_64-manylinux_2_28", tmp_path)
     assert set(pins) == {"app", "lib", "base", "linuxonly", "speedup"}
     assert pins["lib"][0] == "2.0"
     for name, (version, hashes) in pins.items():
-        assert hashes == [_sha256(wheelhouse / f"{name}-{version}-py3-none-any.whl")], name
+        assert hashes == [_sha256(built_wheels / f"{name}-{version}-py3-none-any.whl")], name
     assert index.requests["/simple/app/"] >= 1
 
 
 @pytest.mark.slow
 def test_uv_compile_evaluates_markers_for_the_target_platform(
-    index: PackageIndex, wheelhouse: Path, tmp_path: Path
+    index: PackageIndex, built_wheels: Path, tmp_path: Path
 ) -> None:
     pins = _uv_compile(index, "windows", tmp_path)
     assert set(pins) == {"app", "lib", "base", "winonly", "speedup"}
     assert "linuxonly" not in pins
-    assert pins["winonly"] == ("1.0", [_sha256(wheelhouse / "winonly-1.0-py3-none-any.whl")])
-    assert pins["lib"] == ("2.0", [_sha256(wheelhouse / "lib-2.0-py3-none-any.whl")])
+    assert pins["winonly"] == ("1.0", [_sha256(built_wheels / "winonly-1.0-py3-none-any.whl")])
+    assert pins["lib"] == ("2.0", [_sha256(built_wheels / "lib-2.0-py3-none-any.whl")])
 
 
 @pytest.mark.slow
@@ -291,8 +291,8 @@ def test_uv_installs_the_chain(index: PackageIndex, tmp_path: Path) -> None:
 # -- the HTTP surface -----------------------------------------------------------------------------------
 
 
-def test_project_page_json_and_html(index: PackageIndex, wheelhouse: Path) -> None:
-    digest = _sha256(wheelhouse / "app-1.0-py3-none-any.whl")
+def test_project_page_json_and_html(index: PackageIndex, built_wheels: Path) -> None:
+    digest = _sha256(built_wheels / "app-1.0-py3-none-any.whl")
 
     status, content_type, body, _ = _get(f"{index.url}/app/", accept=JSON_TYPE)
     assert status == 200

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import zipfile
 from pathlib import Path
 
@@ -31,16 +30,13 @@ from envbuild.refresh.arch_audit import kernel_member
 from envbuild.refresh.members import read_members
 from envbuild.refresh.upstream import RANGE_BLOCK, DistFile, Http, pypi_releases
 from tests.helpers.minimatrix import write_minimatrix
+from tests.helpers.pypi import pypi_unreachable
+
+pytestmark = pytest.mark.pypi
 
 PROJECT, VERSION = "jax-cuda12-plugin", "0.10.2"
 MEASURED = "sm_50,sm_60,sm_70,sm_80,sm_90,sm_100,sm_101,sm_120,compute_120"  # the cuobjdump listing
 ROW_ARCH = "sm_50,sm_60,sm_70,sm_80,sm_90,sm_100,compute_120"  # what the matrix row said
-
-
-def _unreachable(why: str) -> None:
-    if os.environ.get("ENVBUILD_REQUIRE_DOCKER") == "1":
-        pytest.fail(f"PyPI is needed here and {why}")
-    pytest.skip(f"PyPI unreachable ({why}); set ENVBUILD_REQUIRE_DOCKER=1 to fail instead")
 
 
 @pytest.fixture(scope="session")
@@ -48,7 +44,7 @@ def pypi_wheel() -> DistFile:
     try:
         files = pypi_releases(Http(timeout=60), "https://pypi.org", PROJECT)[VERSION]
     except EnvbuildError as exc:
-        _unreachable(exc.message)
+        pypi_unreachable(exc.message)
     return next(f for f in files if "-cp311-cp311-manylinux" in f.filename)
 
 
@@ -60,7 +56,7 @@ def whole_wheel(pypi_wheel: DistFile, tmp_path_factory: pytest.TempPathFactory) 
     try:
         body = requests.get(pypi_wheel.url, timeout=120).content
     except requests.RequestException as exc:
-        _unreachable(str(exc))
+        pypi_unreachable(str(exc))
     assert hashlib.sha256(body).hexdigest() == pypi_wheel.sha256
     path = tmp_path_factory.mktemp("wheel") / pypi_wheel.filename
     path.write_bytes(body)
@@ -74,7 +70,7 @@ def test_range_read_members_equal_the_whole_wheels(
     try:
         read = read_members(http, pypi_wheel.url, lambda n: kernel_member("jax", n), str(tmp_path))
     except EnvbuildError as exc:
-        _unreachable(exc.message)
+        pypi_unreachable(exc.message)
     assert read.ranged
     with zipfile.ZipFile(whole_wheel) as archive:
         expected = [n for n in archive.namelist() if kernel_member("jax", n)]
