@@ -54,7 +54,7 @@ def render_case(tmp_path: Path, framework: str, strategy: str) -> dict[str, byte
 def test_golden(tmp_path: Path, framework: str, strategy: str, capsys: pytest.CaptureFixture[str]) -> None:
     files = render_case(tmp_path, framework, strategy)
     capsys.readouterr()
-    compared = ["Dockerfile", "constraints.txt"] + (
+    compared = ["Dockerfile", "constraints.txt", "requirements.txt"] + (  # the install inputs, all
         ["environment.yml"] if strategy == "conda" else ["requirements-framework.txt"]
     )
     folder = GOLDEN / f"{strategy}-{framework}"
