@@ -156,3 +156,12 @@ def test_a_changed_metadata_upstream_changes_that_row_only(capsys, upstream, mat
     assert after["tensorflow", "2.18.1", "cuda12.5"]["requires"]["nvidia-cudnn-cu12"] == ">=9.3.0.75,<10"
     del after["tensorflow", "2.18.1", "cuda12.5"], before["tensorflow", "2.18.1", "cuda12.5"]
     assert after == before
+
+
+def test_an_unreachable_index_writes_nothing_and_keeps_every_row(capsys, upstream, matrix) -> None:
+    assert refresh(capsys, upstream, matrix, "--write")[0] == 0
+    before = (matrix / "requirements.toml").read_bytes()
+    upstream.closed_paths.add("/pypi/tensorflow/json")  # the connection drops: not "not on the index"
+    code, _, err = refresh(capsys, upstream, matrix, "--write")
+    assert code == 1 and "/pypi/tensorflow/json is unreachable" in err
+    assert (matrix / "requirements.toml").read_bytes() == before
