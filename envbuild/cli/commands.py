@@ -467,11 +467,13 @@ def matrix_refresh(args: argparse.Namespace) -> int:
         args.cuda_repository,
         timeout=args.timeout,
         audit=args.audit,
+        requirements=args.requirements,
     )
     day = today().isoformat()
     findings, written = refresh_matrix(args.matrix, settings, day, write=args.write)
     view = to_json if args.json else to_text
-    sys.stdout.write(view(findings, day=day, sources=settings.sources, written=written))
+    sources = settings.sources + (("requirements",) if settings.requirements else ())
+    sys.stdout.write(view(findings, day=day, sources=sources, written=written))
     return EXIT_OK
 
 

@@ -481,6 +481,12 @@ def _matrix_refresh(parser: argparse.ArgumentParser) -> None:
         help="check each PyPI-hosted row's arch list against the kernels in its wheels (range "
         "requests, cuobjdump); optionally only jax,tensorflow,torch; alone, only this runs",
     )
+    parser.add_argument(
+        "--requirements",
+        action="store_true",
+        help="measure matrix/requirements.toml: the CUDA-family requirements in the METADATA of each "
+        "build's install wheel (range requests); alone, only this runs",
+    )
     parser.add_argument("--write", action="store_true", help="apply the + and ? findings to the matrix files")
     add_json(parser, "the findings as JSON")
     parser.add_argument(

@@ -50,6 +50,8 @@ def apply_edit(text: str, edit: Edit, where: str) -> str:
         return "\n".join(lines)
     if edit.kind == "set-variant":
         return _set_variant(text, edit, where)
+    if edit.kind == "replace-file":  # a generated file (requirements.toml): the edit is its new text
+        return edit.text
     if edit.kind == "append-block":
         return text.rstrip("\n") + "\n\n" + edit.text.rstrip("\n") + "\n"
     raise ValueError(f"unknown edit kind {edit.kind!r}")
@@ -112,11 +114,16 @@ def edited_texts(root: str, findings: list[Finding]) -> dict[str, str]:
     for finding in findings:
         if finding.edit is None:
             continue
-        if finding.file not in texts:
+        if finding.file not in texts and edit_reads(finding.edit):
             with open(os.path.join(root, finding.file), encoding="utf-8") as handle:
                 texts[finding.file] = handle.read()
-        texts[finding.file] = apply_edit(texts[finding.file], finding.edit, finding.file)
+        texts[finding.file] = apply_edit(texts.get(finding.file, ""), finding.edit, finding.file)
     return texts
+
+
+def edit_reads(edit: Edit) -> bool:
+    """Whether the edit changes the file's text (False: it replaces the whole file, which may not exist)."""
+    return edit.kind != "replace-file"
 
 
 def write_checked(root: str, texts: dict[str, str]) -> None:

@@ -23,6 +23,7 @@ class Edit(Record):
     kind: append-version  anchor: a version already in the row; text: the version to add
           set-key         anchor: the image row's cuda ("12.4.1"); text: the key line to add
           append-block    anchor: ""; text: TOML (rows or a commented proposal) appended to the file
+          replace-file    anchor: ""; text: the whole new file (a generated file: requirements.toml)
           set-variant     anchor: "FIRST-VERSION VARIANT" of a [[release.variant]]; text: one
                           `key = value` line per key to set, or `-key` to drop the key
     """

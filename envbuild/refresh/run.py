@@ -5,7 +5,9 @@ Sources (each can be chosen with --source):
   pytorch-index     the CUDA variants each recent torch release has on download.pytorch.org
   nvidia-cuda-tags  nvidia/cuda tags: deleted tag sets and new releases
 With --audit, the arch list of each PyPI-hosted framework row is checked against the kernels in its
-wheels (refresh/arch_audit.py); --audit alone runs only that.
+wheels (refresh/arch_audit.py); --audit alone runs only that. With --requirements, the CUDA-family
+requirements of every build's install wheel are measured into matrix/requirements.toml
+(refresh/requirements.py); --requirements alone runs only that.
 
 Nothing upstream is trusted to fill a fact it does not state: see refresh/model.py for the three kinds
 of finding. Base URLs are settings (flags or ENVBUILD_* variables) so mirrors, and the tests'
@@ -28,6 +30,8 @@ from envbuild.refresh.edit import edited_texts, write_checked
 from envbuild.refresh.model import ACTIONS, Finding
 from envbuild.refresh.pypi import FrameworkRefresh
 from envbuild.refresh.pytorch_index import torch_index_findings
+from envbuild.refresh.requirements import RequirementsRefresh
+from envbuild.refresh.requirements import findings as requirements_findings
 from envbuild.refresh.upstream import Http
 
 SOURCES = ("pypi", "pytorch-index", "nvidia-cuda-tags")
@@ -37,7 +41,16 @@ DEFAULT_CUDA_REPOSITORY = "docker.io/nvidia/cuda"
 
 
 class Settings(Record):
-    __slots__ = ("sources", "pypi_url", "pytorch_index_url", "cuda_repository", "timeout", "retries", "audit")
+    __slots__ = (
+        "sources",
+        "pypi_url",
+        "pytorch_index_url",
+        "cuda_repository",
+        "timeout",
+        "retries",
+        "audit",
+        "requirements",
+    )
     sources: tuple[str, ...]
     pypi_url: str
     pytorch_index_url: str
@@ -45,6 +58,7 @@ class Settings(Record):
     timeout: float
     retries: int
     audit: tuple[str, ...]  # frameworks whose arch lists --audit checks against their wheels
+    requirements: bool  # --requirements: measure matrix/requirements.toml from the install wheels
 
 
 def parse_audit(
@@ -86,9 +100,10 @@ def settings_from(
     timeout: float = 30,
     retries: int = 2,
     audit: str | None = None,
+    requirements: bool = False,
 ) -> Settings:
     """Flags first, then ENVBUILD_PYPI_URL / ENVBUILD_PYTORCH_INDEX_URL / ENVBUILD_CUDA_REPOSITORY.
-    With `audit` and no `sources`, only the audit runs."""
+    With `audit` or `requirements` and no `sources`, only those run."""
     pypi = pypi_url or os.environ.get("ENVBUILD_PYPI_URL") or DEFAULT_PYPI
     index = pytorch_index_url or os.environ.get("ENVBUILD_PYTORCH_INDEX_URL") or DEFAULT_PYTORCH_INDEX
     repository = cuda_repository or os.environ.get("ENVBUILD_CUDA_REPOSITORY") or DEFAULT_CUDA_REPOSITORY
@@ -101,13 +116,14 @@ def settings_from(
         raise UsageError(f"--timeout {timeout} must be positive", fix="e.g. --timeout 30")
     audited = parse_audit(audit)
     return Settings(
-        sources=() if audited and not sources else parse_sources(sources),
+        sources=() if (audited or requirements) and not sources else parse_sources(sources),
         pypi_url=pypi.rstrip("/"),
         pytorch_index_url=index.rstrip("/"),
         cuda_repository=repository,
         timeout=timeout,
         retries=retries,
         audit=audited,
+        requirements=requirements,
     )
 
 
@@ -130,6 +146,11 @@ def refresh(root: str, settings: Settings, day: str) -> list[Finding]:
         for rel, entry in raw.items():
             if entry["kind"] == "framework" and entry["data"]["framework"]["name"] in settings.audit:
                 findings += ArchAudit(http, settings.pypi_url, rel, entry["data"], day).findings()
+    if settings.requirements:
+        frameworks = [e["data"] for e in raw.values() if e["kind"] == "framework"]
+        measuring = RequirementsRefresh(http, settings.pypi_url)
+        builds, unread = measuring.measure(frameworks)
+        findings += requirements_findings(root, builds, unread, settings.pypi_url, day, measuring.partly)
     if "pytorch-index" in settings.sources:
         torch = next(
             (
@@ -174,10 +195,19 @@ def refresh_matrix(
     findings = refresh(root, settings, day)
     if not write:
         return findings, False
-    texts = edited_texts(root, findings)
+    texts = {rel: text for rel, text in edited_texts(root, findings).items() if not _same(root, rel, text)}
     if texts:
         write_checked(root, texts)
     return findings, bool(texts)
+
+
+def _same(root: str, rel: str, text: str) -> bool:
+    """Whether the file already holds `text`: a re-run that changes nothing writes nothing."""
+    try:
+        with open(os.path.join(root, rel), encoding="utf-8") as handle:
+            return handle.read() == text
+    except FileNotFoundError:
+        return False
 
 
 _SYMBOL = {"add": "+", "review": "?", "flag": "!"}

@@ -343,7 +343,11 @@ def test_refresh_workflow_runs_real_envbuild_commands_and_opens_a_pull_request()
         for line in step.get("run", "").splitlines()
         if line.strip().startswith("envbuild ")
     ]
-    assert commands == ["envbuild matrix refresh --write", "envbuild matrix check"]
+    assert commands == [
+        "envbuild matrix refresh --write",
+        "envbuild matrix refresh --requirements --write",  # keeps matrix/requirements.toml current
+        "envbuild matrix check",
+    ]
     for command in commands:  # every flag the example uses exists
         argv = shlex.split(command)[1:]
         parsed = build_parser(argv)[0].parse_args(argv)
