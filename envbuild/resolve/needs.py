@@ -12,12 +12,14 @@ every plan resolve returns and render builds can install and import its framewor
     package's own bound within the major, the stack lists it under `toolchain`, and a caveat says
     what a driver older than that ptxas costs: XLA disables parallel compilation
     (openxla/xla, xla/service/gpu/nvptx_compiler.cc).
-* Base image: the nvidia/cuda image bundles its cuDNN, NCCL and CUDA runtime, and the framework (jax
-  [cudaNN-local], TensorFlow without [and-cuda], torch next to its own nvidia-* wheels, whose libraries
-  share the process with the image's) must accept them. A range is met by containment; an exact
-  version (the framework files' "9.1.0.70", METADATA's "==9.1.0.70") is the release the build was
-  compiled with, met by it or a newer release of the same major (cuDNN and NCCL keep backward
-  compatibility within a major; torch and TensorFlow refuse an older one at import).
+* Base image: the nvidia/cuda image bundles its cuDNN, NCCL and CUDA runtime, and the framework must
+  accept them. A range is met by containment; an exact version (the framework files' "9.1.0.70",
+  METADATA's "==9.1.0.70") is the release the build was compiled with, met by it or a newer release
+  of the same major (cuDNN and NCCL keep backward compatibility within a major; an older one fails
+  at import). jax [cudaNN-local] and TensorFlow without [and-cuda] load the image's libraries. torch
+  keeps its own nvidia-* wheels on a base image: the image's copy of the same major (same soname) is
+  still refused when older, since the library search order decides which one loads; another major
+  has another soname and cannot stand in for torch's.
 
 A build without a row was not measured: the framework file's own fields decide, as before, and a
 caveat says so when the matrix has rows for other builds.
@@ -105,14 +107,30 @@ def toolchain_caveat(row: Requirements, cuda: tuple[int, int], pins: tuple[tuple
     )
 
 
-def _meets(bundled: str, wanted: str) -> bool:
-    """Whether a bundled library version satisfies one declared range or exact build version."""
+def _meets(bundled: str, wanted: str, *, own_libraries: bool) -> bool:
+    """Whether a bundled library version satisfies one declared range or exact build version.
+
+    own_libraries: the framework installs its own copy (torch's nvidia-* wheels). The image's copy
+    then matters only where it can stand in for the framework's, under the same soname (the same
+    major: libcudnn.so.9); which of two such copies loads depends on the library search order, so an
+    older one is refused. Another major (libcudnn.so.8 next to torch's libcudnn.so.9) cannot."""
     version = exact(wanted) or (wanted if wanted[:1].isdigit() else None)
     if version is None:
         return contains(wanted, bundled)
     built = [int(p) for p in version.split(".")[:2] if p.isdigit()]
     have = [int(p) for p in bundled.split(".")[:2] if p.isdigit()]
-    return bool(built) and bool(have) and have[0] == built[0] and have >= built
+    if not built or not have:
+        return False
+    if have[0] != built[0]:
+        return own_libraries
+    return have >= built
+
+
+def brings_own_libraries(variant: Variant) -> bool:
+    """A wheels build without an extra (torch) depends on its nvidia-* wheels itself, so its base-image
+    install keeps them; builds with an extra (tensorflow[and-cuda], jax[cuda12]) drop it there and
+    use the image's libraries (envbuild.render.plan)."""
+    return variant.cuda_from == "wheels" and not variant.extra
 
 
 def _wanted_text(wanted: str) -> str:
@@ -129,13 +147,14 @@ def image_miss(
     build does not accept, else None. Checks cuDNN and NCCL against the variant's fields and the
     row's bounds, and the image's CUDA X.Y against the row's runtime bound."""
     major = image.cuda[0]
+    own = brings_own_libraries(variant)
     for label, field, bundled, base in (
         ("cuDNN", variant.cudnn, image.cudnn, "nvidia-cudnn"),
         ("NCCL", variant.nccl, image.nccl, "nvidia-nccl"),
     ):
         declared = [d for d in (field, row.bounds.get(library_name(base, major)) if row else None) if d]
         for wanted in declared:
-            if bundled is None or not _meets(bundled, wanted):
+            if bundled is None or not _meets(bundled, wanted, own_libraries=own):
                 return label, _wanted_text(wanted), bundled
     if row is not None:
         name = wheel_name("nvidia-cuda-runtime", major)
