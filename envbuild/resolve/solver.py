@@ -415,9 +415,12 @@ class _Resolver:
         CUDA X.Y is higher than the driver's lowest, or that the build was not measured."""
         variant = stack.variant
         caveats = list(stack.caveats)
-        wheels = needs.takes_cuda_wheels(variant, self.query.strategy)
+        wheels = needs.takes_cuda_wheels(variant, self.query.strategy) and variant.cuda is None
+        base_image = self.query.strategy == "base-image"
+        if not (wheels or base_image):  # conda, fixed-CUDA wheels: no rule read the row
+            return stack
         tools: tuple[tuple[str, str], ...] = ()
-        if row is not None and wheels and variant.cuda is None:
+        if row is not None and wheels:
             tools = needs.toolchain(row, stack.cuda)
             if tools:
                 caveats.append(needs.toolchain_caveat(row, stack.cuda, tools))
@@ -430,15 +433,13 @@ class _Resolver:
                     f"{format_minor(stack.cuda)} is the lowest CUDA X.Y it installs with"
                 )
         elif row is None and self.matrix.requirement_rows:
-            applies = (wheels and variant.cuda is None) or self.query.strategy == "base-image"
-            if applies:
-                what = (
-                    "the image is checked against the framework file's cudnn and nccl only"
-                    if self.query.strategy == "base-image"
-                    else "each nvidia-* pin follows the CUDA X.Y alone"
-                )
-                build = candidate_label(stack.framework, stack.release, variant)
-                caveats.append(needs.NOT_MEASURED.format(build=build, what=what))
+            what = (
+                "the image is checked against the framework file's cudnn and nccl only"
+                if base_image
+                else "each nvidia-* pin follows the CUDA X.Y alone"
+            )
+            build = candidate_label(stack.framework, stack.release, variant)
+            caveats.append(needs.NOT_MEASURED.format(build=build, what=what))
         return stack.replace(caveats=tuple(caveats), toolchain=tools, needs=row)  # type: ignore[return-value]
 
     def _gpu_failure(self, variant: Variant, *, allow_ptx: bool) -> Failure | None:

@@ -93,6 +93,12 @@ def test_resolve_gives_the_same_nvcc_pin_as_render(capsys: pytest.CaptureFixture
     )
 
 
+def test_an_install_that_does_not_read_the_wheel_names_no_source(matrix: Matrix) -> None:
+    """conda installs jax from conda-forge: the PyPI plugin's METADATA is not what it installs."""
+    stack = run(matrix, driver="580", frameworks=["jax==0.12.0.1"], strategy="conda").stacks[0]
+    assert stack.needs is None and stack_json(stack, "conda")["requirements_source"] is None
+
+
 def test_a_newer_driver_keeps_the_minor_pin_for_nvcc(matrix: Matrix) -> None:
     stack = run(matrix, driver="560.35.03", frameworks=["jax==0.10.2"], strategy="wheels").stacks[0]
     assert stack.cuda == (12, 6)
@@ -122,6 +128,10 @@ def test_a_runtime_floor_above_the_native_cuda_rejects_natively(tmp_path: Path) 
     assert native.closest[0].reason.relax == "--compat minor"
     compat = run(mini, driver="550", frameworks=["ranged"], strategy="wheels", compat="minor").stacks[0]
     assert (compat.cuda, compat.mode) == ((12, 6), "minor")  # the lowest minor that installs
+    assert (
+        "CUDA 12.6: ranged-plugin 0.5.0 [with-cuda] requires nvidia-cuda-runtime-cu12>=12.6.77, "
+        "so 12.6 is the lowest CUDA X.Y it installs with"
+    ) in compat.caveats
     assert "nvidia-cuda-runtime-cu12==12.6.*" in stack_pins(compat, "wheels")
     newer = run(mini, driver="570", frameworks=["ranged"], strategy="wheels").stacks[0]
     assert (newer.cuda, newer.mode) == ((12, 8), "native")
