@@ -41,6 +41,7 @@ from tests.helpers.audit import pypi_only_env
 PYPI = "https://pypi.org/simple"
 
 
+
 def _pip(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pip", *args, "--index-url", PYPI],
