@@ -19,6 +19,7 @@ def check_matrix(matrix: Matrix) -> list[str]:
         + _check_gpus(matrix)
         + _check_frameworks(matrix)
         + _check_images(matrix)
+        + _check_requirements(matrix)
     )
 
 
@@ -208,6 +209,43 @@ def _check_images(matrix: Matrix) -> list[str]:
                     errors.append(
                         f"{cudnn.prov.where}: CUDA {format_minor(end)} is not a CUDA release in drivers.toml"
                     )
+    return errors
+
+
+def _check_requirements(matrix: Matrix) -> list[str]:
+    """Every requirements.toml row names a build the framework files offer, and a fixed-CUDA
+    build's own runtime requirement admits the CUDA X.Y its variant says it ships."""
+    from envbuild.matrix.bounds import admits_prefix
+
+    errors = []
+    for row in matrix.requirement_rows.values():
+        fw = next((f for f in matrix.frameworks if f.name == row.framework), None)
+        if fw is None:
+            known = ", ".join(f.name for f in matrix.frameworks)
+            errors.append(f"{row.where}: framework {row.framework!r} is not in frameworks/*.toml ({known})")
+            continue
+        release = next((r for r in fw.releases if r.version == row.version), None)
+        if release is None:
+            errors.append(
+                f"{row.where}: {fw.name} {row.version} is not a release in frameworks/{fw.name}.toml "
+                f"(newest: {', '.join(r.version for r in fw.releases[:3])})"
+            )
+            continue
+        variant = next((v for v in release.variants if v.name == row.variant), None)
+        if variant is None:
+            names = ", ".join(v.name for v in release.variants)
+            errors.append(f"{row.where}: {fw.name} {row.version} has no variant {row.variant!r} ({names})")
+            continue
+        if variant.cuda is None:
+            continue
+        major = variant.cuda[0]
+        name = f"nvidia-cuda-runtime-cu{major}" if major <= 12 else "nvidia-cuda-runtime"
+        bound = row.bounds.get(name)
+        if bound is not None and not admits_prefix(bound, variant.cuda):
+            errors.append(
+                f"{row.where}: {name}{bound} installs no CUDA {format_minor(variant.cuda)} runtime, "
+                f"but {variant.prov.where} says cuda = {format_minor(variant.cuda)!r}"
+            )
     return errors
 
 

@@ -32,6 +32,8 @@ from envbuild.matrix.model import (
     Release,
     Variant,
 )
+from envbuild.matrix.requirements import FILE as REQUIREMENTS_FILE
+from envbuild.matrix.requirements import Requirements, build_requirements
 from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patch, release_key
 
 if TYPE_CHECKING:
@@ -61,6 +63,9 @@ def _matrix_files(root: str) -> list[tuple[str, str]]:
         for name in sorted(os.listdir(frameworks_dir)):
             if name.endswith(".toml"):
                 files.append(("framework", f"frameworks/{name}"))
+    # optional: a matrix without it has no measured requirements, and the rules fall back for all
+    if os.path.isfile(os.path.join(root, REQUIREMENTS_FILE)):
+        files.append(("requirements", REQUIREMENTS_FILE))
     return files
 
 
@@ -187,6 +192,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
     cudnn: list[CudnnRelease] = []
     oses: dict[str, OperatingSystem] = {}
     image_policy: ImagePolicy | None = None
+    requirement_rows: dict[tuple[str, str, str], Requirements] = {}
     for rel, entry in raw.items():
         data = entry["data"]
         kind = entry["kind"]
@@ -273,6 +279,8 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                     glibc=parse_minor(row["glibc"]),
                     prov=_prov(rel, f"[[os]] {row['name']}", row),
                 )
+        elif kind == "requirements":
+            requirement_rows = build_requirements(rel, data)
         else:
             frameworks.append(_build_framework(rel, data))
     order = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
@@ -292,6 +300,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
         cudnn=tuple(cudnn),
         oses=oses,
         image_policy=image_policy,
+        requirement_rows=requirement_rows,
     )
 
 

@@ -10,6 +10,7 @@ import re
 
 from envbuild._util.record import Record
 from envbuild.matrix.arch import ArchList
+from envbuild.matrix.requirements import Requirements
 
 FRAMEWORK_ORDER = ("torch", "tensorflow", "jax")
 # How a stack's CUDA runtime reaches the image: the framework's own wheels, an nvidia/cuda base image,
@@ -175,6 +176,7 @@ class Matrix(Record):
         "cudnn",
         "oses",
         "image_policy",
+        "requirement_rows",
     )
     root: str
     digest: str
@@ -188,6 +190,12 @@ class Matrix(Record):
     cudnn: tuple[CudnnRelease, ...]
     oses: dict[str, OperatingSystem]
     image_policy: ImagePolicy | None
+    # (framework, version, variant) -> requirements.toml's row; empty for a matrix without the file
+    requirement_rows: dict[tuple[str, str, str], Requirements]
+
+    def requirements(self, framework: str, version: str, variant: str) -> Requirements | None:
+        """What the build's wheel METADATA requires of the CUDA family, or None: not measured."""
+        return self.requirement_rows.get((framework, version, variant))
 
     def framework(self, name: str) -> Framework | None:
         wanted = name.lower()

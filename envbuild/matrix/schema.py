@@ -18,6 +18,8 @@ CONFIDENCE_LEVELS = ("secondary", "unconfirmed", "disputed")
 BRANCH_TYPES = ("LTSB", "PB", "NFB", "dev")
 CUDA_FROM = ("wheels", "system")
 OS_FAMILIES = ("ubuntu", "debian")
+CUDA_FAMILY = ("nvidia-", "cuda-", "tensorrt")  # requirements.toml records these names only
+_DIST_RE = re.compile(r"^[a-z0-9]+([-.][a-z0-9]+)*$")
 _URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
 _ARCH_SOURCE_RE = re.compile(r"^https?://[^\s#]+\.whl#sha256=[0-9a-f]{64}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}$")
@@ -91,6 +93,35 @@ def _cuda_range(value: Any) -> str | None:
     return None
 
 
+def _specifier(value: Any) -> str | None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # on a fresh parse only
+
+    if not isinstance(value, str):
+        return 'expected a PEP 440 specifier string like ">=12.6.85" or "<10.0,>=9.8"'
+    try:
+        SpecifierSet(value)
+    except InvalidSpecifier:
+        return 'expected a PEP 440 specifier like ">=12.6.85" or "<10.0,>=9.8"'
+    return None
+
+
+def _requires(value: Any) -> str | None:
+    """canonical CUDA-family name -> specifier, as `matrix refresh --requirements` writes it."""
+    from packaging.utils import canonicalize_name
+
+    if not isinstance(value, dict):
+        return 'expected a table of package name -> specifier, like "nvidia-cudnn-cu12" = ">=9.8,<10.0"'
+    for name, spec in value.items():
+        if canonicalize_name(name) != name:
+            return f"{name!r} is not a canonical package name (write {canonicalize_name(name)!r})"
+        if not name.startswith(CUDA_FAMILY):
+            return f"{name!r} is not a CUDA-family package (names start with {', '.join(CUDA_FAMILY)})"
+        problem = _specifier(spec)
+        if problem:
+            return f"{name} = {spec!r}: {problem}"
+    return None
+
+
 STR = _typed(str, "a string")
 INT = _typed(int, "an integer")
 BOOL = _typed(bool, "true or false")
@@ -102,6 +133,9 @@ PATCH = _parsed(parse_patch, 'an X.Y.Z version like "12.4.1"')
 DRIVER = _parsed(parse_driver_floor, 'a driver version like "550.54.14"')
 ARCH = _parsed(parse_arch_list, 'an arch list like "8.0;9.0+PTX" or "sm_80,compute_90"')
 ARCH_SOURCE = _matching(_ARCH_SOURCE_RE, 'the audited wheel as "https://.../NAME.whl#sha256=<64 hex>"')
+WHEEL_SOURCE = _matching(
+    _ARCH_SOURCE_RE, 'the wheel whose METADATA was read, as "https://.../NAME.whl#sha256=<64 hex>"'
+)
 PYTHON = _list_of(_matching(_PY_RE, 'a Python X.Y like "3.11"'), "Python X.Y strings")
 RELEASE_VERSIONS = _list_of(_matching(_RELEASE_RE, "a release version"), "release versions")
 STRINGS = _list_of(STR, "strings", allow_empty=True)
@@ -180,6 +214,15 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "variant": (None, True),
         **PROVENANCE,
     },  # type: ignore[dict-item]
+    "build": {  # requirements.toml: one framework build's METADATA requirements
+        "framework": (STR, True),
+        "version": (_matching(_RELEASE_RE, 'one framework release, like "0.10.2"'), True),
+        "variant": (STR, True),
+        "wheel": (_matching(_DIST_RE, 'the distribution read, canonical, like "jax-cuda12-plugin"'), True),
+        "extra": (STR, True),
+        "source": (WHEEL_SOURCE, True),
+        "requires": (_requires, True),
+    },
     "variant": {
         "name": (STR, True),
         "cuda": (MINOR, False),
@@ -202,12 +245,19 @@ FILE_TABLES: dict[str, dict[str, bool]] = {
     "gpus": {"gpu": True},
     "os": {"os": True},
     "framework": {"framework": False, "release": True},
+    "requirements": {"build": True},
 }
 
 # tables a file may leave out (older matrices written before they existed)
 OPTIONAL_TABLES = frozenset({"image_policy"})
 
 _LABEL_KEYS = ("version", "name", "branch", "cuda_major", "cuda", "versions")
+
+
+def _build_label(index: int, row: dict[str, Any]) -> str:
+    """requirements.toml rows are named by all three keys: "jax 0.10.2 cuda12"."""
+    named = " ".join(str(row.get(k, "?")) for k in ("framework", "version", "variant"))
+    return f"[[build]] #{index + 1} ({named})"
 
 
 def _row_label(table: str, index: int | None, row: dict[str, Any]) -> str:
@@ -268,9 +318,14 @@ def validate_file(kind: str, relpath: str, data: dict[str, Any]) -> list[str]:
         if not isinstance(rows, list):
             errors.append(f"{relpath}: {table} must be an array of tables [[{table}]]")
             continue
+        seen_builds: dict[tuple[str, ...], str] = {}
         for index, row in enumerate(rows):
-            where = f"{relpath}: {_row_label(table, index, row if isinstance(row, dict) else {})}"
+            fields = row if isinstance(row, dict) else {}
+            label = _build_label(index, fields) if table == "build" else _row_label(table, index, fields)
+            where = f"{relpath}: {label}"
             errors += validate_row(table, row, where)
+            if table == "build" and isinstance(row, dict):
+                errors += _once(row, where, seen_builds)
             if table == "release" and isinstance(row, dict):
                 variants = row.get("variant")
                 if not isinstance(variants, list) or not variants:
@@ -287,3 +342,12 @@ def validate_file(kind: str, relpath: str, data: dict[str, Any]) -> list[str]:
                             f"runtime) or 'cuda_min' (an open range of that major)"
                         )
     return errors
+
+
+def _once(row: dict[str, Any], where: str, seen: dict[tuple[str, ...], str]) -> list[str]:
+    """One requirements row per (framework, version, variant): a second would silently win."""
+    build = tuple(str(row.get(k)) for k in ("framework", "version", "variant"))
+    first = seen.setdefault(build, where)
+    if first == where:
+        return []
+    return [f"{where}: the same build as {first.split(': ', 1)[-1]}; keep one row per build"]

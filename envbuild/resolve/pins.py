@@ -6,6 +6,9 @@ so what resolve says is what pip, uv and the lock get.
   wheels of the major; without a pin pip installs 12.9 on a driver that runs 12.6 natively. The wheels
   whose version follows the CUDA X.Y they ship (12.6.77 is CUDA 12.6) are pinned to the stack's X.Y.
 * A stack whose cuDNN range had to be narrowed for a GPU (Stack.cudnn_pin) pins nvidia-cudnn-cuNN.
+* Each pin stays inside the package's own METADATA bound (envbuild.resolve.needs): the solver only
+  returns X.Y that every runtime wheel's bound admits, and a tool wheel (nvcc) whose bound no X.Y.*
+  release meets is pinned to that bound within the major instead (Stack.toolchain).
 
 Only installs that take the CUDA wheels get pins: base-image uses the image's CUDA and cuDNN, conda
 its own packages, and builds with cuda_from = "system" install no nvidia-* wheels.
@@ -13,23 +16,16 @@ its own packages, and builds with cuda_from = "system" install no nvidia-* wheel
 
 from __future__ import annotations
 
+from envbuild.resolve.needs import CUDA_VERSIONED_WHEELS, wheel_name
+from envbuild.resolve.needs import takes_cuda_wheels as _takes
 from envbuild.resolve.solver import Stack
 
-# Names as the frameworks' METADATA spells them (tests/integration/test_pins_metadata.py checks them
-# against jax-cuda12-plugin's and tensorflow's Requires-Dist); CUDA 13 wheels dropped the -cuNN suffix.
-CUDA_VERSIONED_WHEELS = (
-    "nvidia-cuda-runtime",
-    "nvidia-cuda-nvrtc",
-    "nvidia-cuda-cupti",
-    "nvidia-cuda-nvcc",
-    "nvidia-nvjitlink",
-    "nvidia-cublas",
-)
+__all__ = ["CUDA_VERSIONED_WHEELS", "stack_pins", "takes_cuda_wheels"]
 
 
 def takes_cuda_wheels(stack: Stack, strategy: str | None) -> bool:
     """strategy None is resolve without --strategy: its install line is the wheels install."""
-    return strategy in (None, "wheels") and stack.variant.cuda_from == "wheels"
+    return _takes(stack.variant, strategy)
 
 
 def stack_pins(stack: Stack, strategy: str | None) -> tuple[str, ...]:
@@ -39,8 +35,11 @@ def stack_pins(stack: Stack, strategy: str | None) -> tuple[str, ...]:
     major, minor = stack.cuda
     pins: list[str] = []
     if stack.variant.cuda is None:
-        suffix = f"-cu{major}" if major <= 12 else ""
-        pins += [f"{name}{suffix}=={major}.{minor}.*" for name in CUDA_VERSIONED_WHEELS]
+        # a tool wheel whose own bound no X.Y.* release meets keeps that bound (Stack.toolchain)
+        tools = dict(stack.toolchain)
+        for base in CUDA_VERSIONED_WHEELS:
+            name = wheel_name(base, major)
+            pins.append(f"{name}{tools.get(name, f'=={major}.{minor}.*')}")
     if stack.cudnn_pin is not None:
         pins.append(f"nvidia-cudnn-cu{major}=={stack.cudnn_pin[0]}.{stack.cudnn_pin[1]}.*")
     return tuple(pins)

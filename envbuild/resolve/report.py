@@ -56,6 +56,10 @@ def stack_json(stack: Stack, strategy: str | None = None) -> dict[str, Any]:
         "pypi_default": stack.release.pypi_variant == variant.name,
         "arch": variant.arch.describe(),
         "arch_source": variant.arch_source,  # the wheel the arch list was measured from, or None
+        # tool wheels pinned to their own bound above `cuda` (JAX's ptxas), and the wheel whose METADATA
+        # the pins and the base-image check were held to (None: not measured)
+        "toolchain": dict(stack.toolchain),
+        "requirements_source": stack.needs.source if stack.needs else None,
         "caveats": list(stack.caveats),
     }
 

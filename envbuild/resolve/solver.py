@@ -13,6 +13,10 @@ relied on by the tests):
 * cuDNN hardware floors: see envbuild.resolve.cudnn. A stack whose open cuDNN range would install a
   release without kernels for a queried GPU carries a pin to the newest release in the range that has
   them (Stack.cudnn_pin); with none, or with a fixed cuDNN below the GPU, the candidate is rejected.
+* A build's wheel METADATA (matrix/requirements.toml, envbuild.resolve.needs): an open-ranged build
+  taking CUDA wheels is offered only the X.Y every runtime wheel's own bound admits, a tool wheel
+  (nvcc) above the X.Y is pinned to its own bound (Stack.toolchain), and under --strategy base-image
+  only the X.Y whose nvidia/cuda image bundles a cuDNN, NCCL and CUDA the build accepts.
 * Ranking: newest framework release, then newest CUDA, then newest Python.
 * Repeated --framework filters for one framework are OR'ed (query.FrameworkFilter).
 * With the native default, each framework returned also gets the best stack the same query finds
@@ -26,9 +30,11 @@ from __future__ import annotations
 
 from envbuild._util.record import Record
 from envbuild.matrix.model import Framework, Gpu, Matrix, Provenance, Release, Variant
+from envbuild.matrix.requirements import Requirements
 from envbuild.matrix.support import unsupported
 from envbuild.matrix.versions import format_cc, format_driver, format_minor, sm_name
-from envbuild.resolve.cudnn import CudnnOutcome, judge
+from envbuild.resolve import needs
+from envbuild.resolve.cudnn import DEFAULT_OS, CudnnOutcome, judge
 from envbuild.resolve.query import FrameworkFilter, Query
 
 # The order in which a rejected candidate's failures are reported: the first one is its reason.
@@ -59,6 +65,8 @@ class Stack(Record):
         "mode",
         "caveats",
         "cudnn_pin",
+        "toolchain",
+        "needs",
     )
     framework: Framework
     release: Release
@@ -69,6 +77,9 @@ class Stack(Record):
     mode: str  # "native" | "minor"
     caveats: tuple[str, ...]
     cudnn_pin: tuple[int, int] | None  # cuDNN X.Y the install is pinned to (envbuild.resolve.pins)
+    # (wheel, pin) of tool wheels the build needs newer than `cuda` (JAX's ptxas: nvcc>=12.6.85,<13)
+    toolchain: tuple[tuple[str, str], ...]
+    needs: Requirements | None  # the build's requirements.toml row (None: not measured)
 
     @property
     def rank(self) -> tuple:
@@ -225,9 +236,13 @@ class _Resolver:
                 )
             )
         considered = wanted or options
-        strategy_failure, considered = self._strategy_filter(variant, considered)
+        row = self.matrix.requirements(fw.name, release.version, variant.name)
+        strategy_failure, considered, unfit = self._strategy_filter(variant, considered, row)
         if strategy_failure:
             failures.append(strategy_failure)
+        needs_failure, considered, dropped = self._needs_filter(variant, considered, row)
+        if needs_failure:
+            failures.append(needs_failure)
         native = [c for c in considered if self.native_ok(c)]
         compat = [c for c in considered if self.compat_ok(c)]
         chosen, mode = None, "native"
@@ -236,7 +251,7 @@ class _Resolver:
         elif query.compat == "minor" and compat:
             chosen, mode = compat[0], "minor"
         if chosen is None and considered:
-            failures.append(self._driver_failure(considered, compat))
+            failures.append(self._driver_failure(considered, compat, row, dropped, unfit, variant))
 
         gpu_failure = self._gpu_failure(variant, allow_ptx=mode == "native")
         if gpu_failure:
@@ -254,41 +269,178 @@ class _Resolver:
         if failures or chosen is None:
             failures.sort(key=lambda f: FAILURE_ORDER.index(f.kind))
             return Rejection(framework=fw, release=release, variant=variant, failures=tuple(failures))
-        return self._stack(fw, release, variant, chosen, python, mode, cudnn)
+        stack = self._stack(fw, release, variant, chosen, python, mode, cudnn)
+        return self._with_needs(stack, row, dropped)
 
     def _strategy_filter(
-        self, variant: Variant, considered: list[tuple[int, int]]
-    ) -> tuple[Failure | None, list[tuple[int, int]]]:
-        """wheels needs a build that brings its CUDA runtime; base-image needs an nvidia/cuda image."""
+        self, variant: Variant, considered: list[tuple[int, int]], row: Requirements | None
+    ) -> tuple[Failure | None, list[tuple[int, int]], list[tuple[int, int]]]:
+        """wheels needs a build that brings its CUDA runtime; base-image needs an nvidia/cuda image
+        whose bundled cuDNN, NCCL and CUDA the build accepts (envbuild.resolve.needs).
+
+        Returns the failure, the CUDA X.Y left, and the X.Y whose image the build does not accept."""
         strategy = self.query.strategy
         if strategy == "wheels" and variant.cuda_from != "wheels":
-            return Failure(
-                kind="strategy",
-                text="brings no CUDA runtime of its own (needs a system CUDA)",
-                relax="--strategy base-image",
-            ), considered
+            return (
+                Failure(
+                    kind="strategy",
+                    text="brings no CUDA runtime of its own (needs a system CUDA)",
+                    relax="--strategy base-image",
+                ),
+                considered,
+                [],
+            )
         if strategy == "base-image" and considered:
-            os_name = self.query.os or "ubuntu22.04"
+            os_name = self.query.os or DEFAULT_OS
             with_image = [c for c in considered if self.matrix.image_for(c, os_name)]
             if not with_image:
                 shown = "/".join(format_minor(c) for c in considered[-3:])
-                return Failure(
-                    kind="strategy",
-                    text=f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}",
-                    relax="--strategy wheels",
-                ), considered
-            return None, with_image
-        return None, considered
+                return (
+                    Failure(
+                        kind="strategy",
+                        text=f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}",
+                        relax="--strategy wheels",
+                    ),
+                    considered,
+                    [],
+                )
+            fitting = [c for c in with_image if self._image_miss(variant, c, row) is None]
+            unfit = [c for c in with_image if c not in fitting]
+            if not fitting:
+                image = self.matrix.image_for(with_image[-1], os_name)
+                miss = self._image_miss(variant, with_image[-1], row)
+                assert image is not None and miss is not None
+                return (
+                    Failure(
+                        kind="strategy", text=needs.image_miss_text(image, miss), relax="--strategy wheels"
+                    ),
+                    with_image,
+                    unfit,
+                )
+            return None, fitting, unfit
+        return None, considered, []
 
-    def _driver_failure(self, considered: list[tuple[int, int]], compat: list[tuple[int, int]]) -> Failure:
+    def _image_miss(
+        self, variant: Variant, cuda: tuple[int, int], row: Requirements | None
+    ) -> tuple[str, str, str | None] | None:
+        image = self.matrix.image_for(cuda, self.query.os or DEFAULT_OS)
+        return needs.image_miss(image, variant, row) if image is not None else None
+
+    def _needs_filter(
+        self, variant: Variant, considered: list[tuple[int, int]], row: Requirements | None
+    ) -> tuple[Failure | None, list[tuple[int, int]], list[tuple[int, int]]]:
+        """An open-ranged build taking CUDA wheels keeps the X.Y every runtime wheel's own bound
+        admits (the pins hold each to X.Y.*). Returns the failure, the X.Y left, the X.Y dropped."""
+        if row is None or variant.cuda is not None or not considered:
+            return None, considered, []
+        if not needs.takes_cuda_wheels(variant, self.query.strategy):
+            return None, considered, []
+        major = considered[0][0]
+        tool = needs.tool_outside_major(row, major)
+        kept = [c for c in considered if needs.runtime_miss(row, c) is None]
+        if kept and tool is None:
+            return None, kept, [c for c in considered if c not in kept]
+        name, bound = tool or needs.runtime_miss(row, considered[-1]) or ("", "")
+        return (
+            Failure(
+                kind="cuda",
+                text=f"{row.cited()} requires {name}{bound}, "
+                f"which no CUDA {major}.x release in the matrix meets",
+                relax=None,
+            ),
+            considered,
+            [],
+        )
+
+    def _driver_failure(
+        self,
+        considered: list[tuple[int, int]],
+        compat: list[tuple[int, int]],
+        row: Requirements | None = None,
+        dropped: list[tuple[int, int]] | None = None,
+        unfit: list[tuple[int, int]] | None = None,
+        variant: Variant | None = None,
+    ) -> Failure:
         lowest = considered[0]
-        row = self.matrix.ga_floor.get(lowest)
-        floor = format_driver(row.min_driver) if row and row.min_driver else "an unknown driver"
+        row_floor = self.matrix.ga_floor.get(lowest)
+        floor = (
+            format_driver(row_floor.min_driver) if row_floor and row_floor.min_driver else "an unknown driver"
+        )
         plus = "+" if len(considered) > 1 else ""
         text = f"needs driver >= {floor} (CUDA {format_minor(lowest)}{plus}), you have {self.driver_text}"
-        if compat and self.query.compat == "native":
-            return Failure(kind="driver", text=text, relax="--compat minor")
-        return Failure(kind="driver", text=text, relax=f"a driver >= {floor}")
+        relax = "--compat minor" if compat and self.query.compat == "native" else f"a driver >= {floor}"
+        runs = self.native_ok if self.query.compat == "native" else self.compat_ok
+        ruled_out = [c for c in dropped or () if runs(c)]
+        if row is not None and ruled_out:
+            miss = needs.runtime_miss(row, ruled_out[-1])
+            assert miss is not None
+            text += (
+                f" ({row.cited()} requires {miss[0]}{miss[1]}, which no CUDA "
+                f"{format_minor(ruled_out[-1])} release meets)"
+            )
+        unrun = [c for c in unfit or () if runs(c)]
+        if unrun and variant is not None:
+            return Failure(
+                kind="strategy", text=self._no_image_text(variant, unrun[-1], lowest, row, floor), relax=relax
+            )
+        return Failure(kind="driver", text=text, relax=relax)
+
+    def _no_image_text(
+        self,
+        variant: Variant,
+        runnable: tuple[int, int],
+        fitting: tuple[int, int],
+        row: Requirements | None,
+        floor: str,
+    ) -> str:
+        """ "no nvidia/cuda image in the matrix bundles cuDNN >=9.8,<10.0 for CUDA 12.x that driver 550
+        runs (nvidia/cuda 12.4.1 ships cuDNN 9.1.0.70; 12.8.1 has 9.8.0.87 but needs driver >= 570.26)"."""
+        os_name = self.query.os or DEFAULT_OS
+        image = self.matrix.image_for(runnable, os_name)
+        good = self.matrix.image_for(fitting, os_name)
+        miss = self._image_miss(variant, runnable, row)
+        assert image is not None and good is not None and miss is not None
+        label, wanted, bundled = miss
+        has = {"cuDNN": good.cudnn, "NCCL": good.nccl, "CUDA": format_minor(good.cuda[:2])}[label]
+        tag = ".".join(str(p) for p in image.cuda)
+        good_tag = ".".join(str(p) for p in good.cuda)
+        return (
+            f"no nvidia/cuda image in the matrix bundles {label} {wanted} for CUDA {runnable[0]}.x that "
+            f"driver {self.driver_text} runs (nvidia/cuda {tag} ships {label} {bundled}; {good_tag} has "
+            f"{has} but needs driver >= {floor})"
+        )
+
+    def _with_needs(self, stack: Stack, row: Requirements | None, dropped: list[tuple[int, int]]) -> Stack:
+        """The stack with what its wheel's METADATA adds: the tool pins and their caveat, why the
+        CUDA X.Y is higher than the driver's lowest, or that the build was not measured."""
+        variant = stack.variant
+        caveats = list(stack.caveats)
+        wheels = needs.takes_cuda_wheels(variant, self.query.strategy) and variant.cuda is None
+        base_image = self.query.strategy == "base-image"
+        if not (wheels or base_image):  # conda, fixed-CUDA wheels: no rule read the row
+            return stack
+        tools: tuple[tuple[str, str], ...] = ()
+        if row is not None and wheels:
+            tools = needs.toolchain(row, stack.cuda)
+            if tools:
+                caveats.append(needs.toolchain_caveat(row, stack.cuda, tools))
+            below = [c for c in dropped if c < stack.cuda]
+            if stack.mode == "minor" and below:
+                miss = needs.runtime_miss(row, below[-1])
+                assert miss is not None
+                caveats.append(
+                    f"CUDA {format_minor(stack.cuda)}: {row.cited()} requires {miss[0]}{miss[1]}, so "
+                    f"{format_minor(stack.cuda)} is the lowest CUDA X.Y it installs with"
+                )
+        elif row is None and self.matrix.requirement_rows:
+            what = (
+                "the image is checked against the framework file's cudnn and nccl only"
+                if base_image
+                else "each nvidia-* pin follows the CUDA X.Y alone"
+            )
+            build = candidate_label(stack.framework, stack.release, variant)
+            caveats.append(needs.NOT_MEASURED.format(build=build, what=what))
+        return stack.replace(caveats=tuple(caveats), toolchain=tools, needs=row)  # type: ignore[return-value]
 
     def _gpu_failure(self, variant: Variant, *, allow_ptx: bool) -> Failure | None:
         for gpu in self.query.gpus:
@@ -359,6 +511,8 @@ class _Resolver:
             mode=mode,
             caveats=tuple(caveats),
             cudnn_pin=pin,
+            toolchain=(),
+            needs=None,
         )
 
     def problems(self) -> list[str]:

@@ -272,6 +272,26 @@ def write_minimatrix(root: Path) -> Path:
     return root
 
 
+# a wheel URL of the form requirements.toml cites (the rules never fetch it)
+WHEEL = "https://example.org/ranged_cuda12_plugin-0.5.0-py3-none-manylinux_2_27_x86_64.whl#sha256=" + "0" * 64
+
+
+def requirement_row(framework: str, version: str, variant: str, requires: dict[str, str]) -> str:
+    """One requirements.toml [[build]] row, as `matrix refresh --requirements` writes it."""
+    lines = "".join(f'  "{name}" = "{spec}"\n' for name, spec in requires.items())
+    return (
+        f'[[build]]\nframework = "{framework}"\nversion = "{version}"\nvariant = "{variant}"\n'
+        f'wheel = "{framework}-plugin"\nextra = "with-cuda"\nsource = "{WHEEL}"\n'
+        f"  [build.requires]\n{lines}\n"
+    )
+
+
+def write_requirements(root: Path, *rows: str) -> Path:
+    """Give a mini matrix a requirements.toml (the default mini matrix has none: not measured)."""
+    (root / "requirements.toml").write_text("".join(rows))
+    return root
+
+
 def run(matrix, **kwargs):
     """resolve() for build_query(matrix, **kwargs): the query as the command line would build it."""
     from envbuild.resolve.query import build_query

@@ -28,8 +28,14 @@ FRAMEWORKS = {  # one release per framework that every strategy can build for it
 STRATEGIES = ("wheels", "base-image", "conda")
 
 
+# jax 0.6.2 needs cuDNN >=9.8,<10.0: the first nvidia/cuda image bundling it is 12.8.1, which needs
+# R570 (R550's newest, 12.4.1, ships cuDNN 9.1.0.70: issue 23)
+DRIVER_OVERRIDES = {("jax", "base-image"): "570"}
+
+
 def golden_spec(framework: str, strategy: str) -> str:
     requirement, driver, pip, apt = FRAMEWORKS[framework]
+    driver = DRIVER_OVERRIDES.get((framework, strategy), driver)
     conda = '\nconda = ["numpy"]' if strategy == "conda" else ""
     os_line = "" if strategy == "conda" else 'os = "ubuntu22.04"\n'  # conda builds on micromamba
     return (
@@ -180,7 +186,8 @@ def test_open_range_builds_pin_the_cuda_minor(tmp_path: Path, capsys: pytest.Cap
     capsys.readouterr()
     assert "jax==0.6.2" in constraints
     assert "nvidia-cuda-runtime-cu12==12.4.*" in constraints
-    assert "nvidia-cuda-nvcc-cu12==12.4.*" in constraints
+    # jax-cuda12-plugin 0.6.2 [with-cuda] needs nvcc >= 12.6.85: its pin keeps that floor (issue 23)
+    assert "nvidia-cuda-nvcc-cu12>=12.6.85,<13" in constraints
 
 
 def test_failed_render_keeps_the_previous_context(tmp_path: Path, matrix: Matrix) -> None:

@@ -97,12 +97,18 @@ def test_r550_minor_caveats_are_listed_under_their_stack(capsys: pytest.CaptureF
     _, out, _ = run_cli(capsys, "resolve", "--driver", "550", "--compat", "minor")
     block = _caveat_block(out)
     numbered = [line for line in block if re.match(r"^  \d+\. ", line)]
-    # jax 0.12.0.1's arch list was measured from its wheel (issue 16, arch_source): no caveat at all
+    # jax 0.12.0.1's arch list was measured from its wheel (issue 16, arch_source): no caveat of the
+    # jax.toml row; its only caveat is the ptxas its plugin needs above CUDA 12.4 (issue 23)
     assert numbered == [
         "  1. torch 2.14.1+cu126:",
         "  2. tensorflow 2.21.0 [cuda12.5]:",
+        "  3. jax 0.12.0.1 [cuda12]:",
     ]
-    tf = block[block.index(numbered[1]) + 1 :]
+    jax = block[block.index(numbered[2]) + 1 :]
+    assert len(jax) == 1 and jax[0].startswith(
+        "     - jax-cuda12-plugin 0.12.0.1 [with-cuda] requires nvidia-cuda-nvcc-cu12>=12.6.85:"
+    )
+    tf = block[block.index(numbered[1]) + 1 : block.index(numbered[2])]
     assert tf == [  # its arch list is confirmed from the wheel: only the minor-compat caveat is left
         "     - runs CUDA 12.5 on driver R550 through minor-version compatibility: " + MINOR_CAVEAT,
     ]

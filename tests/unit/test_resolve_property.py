@@ -11,6 +11,7 @@ from functools import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix, Release, Variant
@@ -108,6 +109,54 @@ def cudnn_fits(matrix: Matrix, q: Query, variant: Variant, cuda: tuple[int, int]
     )
 
 
+def _accepts(bundled: str | None, wanted: str, own: bool) -> bool:
+    """README: a range is met by containment; an exact version by it or a newer release of its major
+    (a build with its own copy, torch, also by another major: another soname)."""
+    if bundled is None:
+        return False
+    pinned = wanted[2:] if wanted.startswith("==") and "," not in wanted else wanted
+    if pinned[:1].isdigit():
+        built = Version(pinned).release[:2]
+        have = Version(bundled).release[:2]
+        return own if have[0] != built[0] else have >= built
+    return Version(bundled) in SpecifierSet(wanted)
+
+
+def needs_met(matrix: Matrix, q: Query, release: Release, variant: Variant, cuda: tuple[int, int]) -> bool:
+    """README "Pins inside the wheels' own bounds" and "Base images bundle what the framework accepts",
+    restated with packaging (the resolver reads bounds with envbuild.matrix.bounds)."""
+    framework = next(fw.name for fw in matrix.frameworks if release in fw.releases)
+    row = matrix.requirements(framework, release.version, variant.name)
+    requires = row.requires if row else {}
+    suffix = f"-cu{cuda[0]}" if cuda[0] <= 12 else ""
+    if q.strategy in (None, "wheels") and variant.cuda_from == "wheels" and variant.cuda is None:
+        for base in (
+            "nvidia-cuda-runtime",
+            "nvidia-cuda-nvrtc",
+            "nvidia-cuda-cupti",
+            "nvidia-nvjitlink",
+            "nvidia-cublas",
+        ):
+            bound = requires.get(base + suffix)
+            if bound is not None and not (bound & SpecifierSet(f"=={cuda[0]}.{cuda[1]}.*")).filter(
+                [f"{cuda[0]}.{cuda[1]}.{p}" for p in range(0, 300)]
+                + [f"{cuda[0]}.{cuda[1]}.{p}.{q}" for p in range(0, 10) for q in range(0, 200)]
+            ):
+                return False
+    if q.strategy == "base-image":
+        image = matrix.image_for(cuda, q.os or "ubuntu22.04")
+        assert image is not None
+        for field, bundled, name in (
+            (variant.cudnn, image.cudnn, f"nvidia-cudnn-cu{cuda[0]}"),
+            (variant.nccl, image.nccl, f"nvidia-nccl-cu{cuda[0]}"),
+        ):
+            row_bound = str(requires[name]) if name in requires else None
+            own = variant.cuda_from == "wheels" and not variant.extra
+            if any(w and not _accepts(bundled, w, own) for w in (field, row_bound)):
+                return False
+    return True
+
+
 def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -> bool:
     """Does some CUDA choice of this candidate meet every constraint?"""
     if spec and not any(release.version in one for one in spec):  # repeated filters are OR'ed
@@ -127,7 +176,11 @@ def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -
         compat = q.compat == "minor" and q.driver.at_least(matrix.minor_compat[cuda[0]].min_driver)
         if not (native or compat):
             continue
-        if all(covered(variant, gpu.cc, native) for gpu in q.gpus) and cudnn_fits(matrix, q, variant, cuda):
+        if (
+            all(covered(variant, gpu.cc, native) for gpu in q.gpus)
+            and cudnn_fits(matrix, q, variant, cuda)
+            and needs_met(matrix, q, release, variant, cuda)
+        ):
             return True
     return False
 
