@@ -13,12 +13,14 @@ from envbuild import __version__
 from envbuild._util.record import Record
 from envbuild.errors import LockError, NoStackError, UsageError
 from envbuild.matrix.cuda_tags import cuda_tag
+from envbuild.matrix.model import Image as CudaImage
 from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
 from envbuild.render.coherence import check_framework_pins, check_python_source
 from envbuild.render.cudalayer import is_cuda_package
+from envbuild.resolve.needs import brings_own_libraries
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
@@ -238,7 +240,9 @@ def build_plan(
         raise UsageError(f"{spec.path}: [image] tags: {exc}", fix="change the tag template") from None
 
     framework_packages, cuda_packages = split_cuda(lock, strategy)
-    image_labels = _image_labels(spec, target, stack, strategy, image, python)
+    image_labels = _image_labels(
+        spec, target, stack, strategy, image, python, matrix.image_for(stack.cuda, os_row.name)
+    )
     document = stack_json(stack, strategy)
     document.update(
         {
@@ -344,9 +348,20 @@ def locked_base(lock: LockedTarget, image: str, *, overridden: bool, where: str)
 
 
 def _image_labels(
-    spec: Spec, target: Target, stack: Stack, strategy: str, image: str, python: str
+    spec: Spec,
+    target: Target,
+    stack: Stack,
+    strategy: str,
+    image: str,
+    python: str,
+    cuda_image: CudaImage | None,
 ) -> tuple[tuple[str, str], ...]:
     variant = stack.variant
+    cudnn, nccl = variant.cudnn or "", variant.nccl or ""
+    if strategy == "base-image" and cuda_image is not None and not brings_own_libraries(variant):
+        # TensorFlow without [and-cuda] and jax[cudaNN-local] load the image's libraries: the labels
+        # say what the image holds, not the range the framework's wheels would have accepted
+        cudnn, nccl = cuda_image.cudnn or cudnn, cuda_image.nccl or nccl
     description = (
         f"{stack.framework.display_name} {stack.release.version} with CUDA {format_minor(stack.cuda)}, "
         f"Python {python}, built by envbuild"
@@ -363,8 +378,8 @@ def _image_labels(
         labels.FRAMEWORK_VERSION: stack.release.version,
         labels.VARIANT: variant.name,
         labels.CUDA: format_minor(stack.cuda),
-        labels.CUDNN: variant.cudnn or "",
-        labels.NCCL: variant.nccl or "",
+        labels.CUDNN: cudnn,
+        labels.NCCL: nccl,
         labels.PYTHON: python,
         labels.MIN_DRIVER: format_driver(stack.min_driver),
         labels.COMPAT: stack.mode,

@@ -54,12 +54,10 @@ NOT_RECORDED = {
 
 # Goldens known not to install today, each with the issue that fixes it. strict: once it resolves,
 # the xfail turns into a failure and this entry must go.
-KNOWN_BROKEN = {
-    "golden/wheels-jax": (
-        "issue 23 item 2: constraints.txt pins nvidia-cuda-nvcc-cu12==12.4.* and "
-        "jax-cuda12-plugin[with-cuda]==0.6.2 requires nvidia-cuda-nvcc-cu12>=12.6.85"
-    ),
-}
+# A render whose install is known not to resolve, with why: a strict xfail, so the fix must remove it.
+# (golden/wheels-jax was here until issue 23's pins: nvidia-cuda-nvcc-cu12==12.4.* against the JAX
+# plugin's >=12.6.85.)
+KNOWN_BROKEN: dict[str, str] = {}
 
 GOLDENS = sorted(p.name for p in GOLDEN.iterdir() if (p / "Dockerfile").is_file())
 EXAMPLE_NAMES = sorted(p.parent.name for p in EXAMPLES.glob("*/envbuild.toml"))
