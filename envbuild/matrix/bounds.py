@@ -13,6 +13,7 @@ depends on the shortcut.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 _CLAUSE = re.compile(r"^\s*(~=|==|!=|<=|>=|<|>)\s*(\d+(?:\.\d+)*)(\.\*)?\s*$")
 
@@ -105,6 +106,7 @@ def _excluded(release: Release, clause: tuple[str, Release, bool]) -> bool:
     return padded[: len(excluded)] == excluded if star else _norm(release) == excluded
 
 
+@cache  # a resolve asks the same (bound, X.Y) question for every candidate of a release
 def admits_prefix(text: str, prefix: tuple[int, ...]) -> bool:
     """Whether some release X.Y.* (any depth below the prefix) satisfies the specifier `text`.
 

@@ -166,6 +166,14 @@ class _Resolver:
         # judge() depends only on the build's cuDNN text and the chosen CUDA for one query, and
         # most releases share both: one answer each keeps resolve() within its millisecond budget
         self.cudnn_outcomes: dict[tuple[str | None, tuple[int, int]], CudnnOutcome | None] = {}
+        # the same for each requirements row and X.Y: rows live in the matrix, so id() is stable here
+        self.runtime_misses: dict[tuple[int, tuple[int, int]], tuple[str, str] | None] = {}
+
+    def runtime_miss(self, row: Requirements, cuda: tuple[int, int]) -> tuple[str, str] | None:
+        key = (id(row), cuda)
+        if key not in self.runtime_misses:
+            self.runtime_misses[key] = needs.runtime_miss(row, cuda)
+        return self.runtime_misses[key]
 
     def cuda_options(self, variant: Variant) -> list[tuple[int, int]]:
         if variant.cuda is not None:
@@ -337,10 +345,10 @@ class _Resolver:
             return None, considered, []
         major = considered[0][0]
         tool = needs.tool_outside_major(row, major)
-        kept = [c for c in considered if needs.runtime_miss(row, c) is None]
+        kept = [c for c in considered if self.runtime_miss(row, c) is None]
         if kept and tool is None:
             return None, kept, [c for c in considered if c not in kept]
-        name, bound = tool or needs.runtime_miss(row, considered[-1]) or ("", "")
+        name, bound = tool or self.runtime_miss(row, considered[-1]) or ("", "")
         return (
             Failure(
                 kind="cuda",
