@@ -52,28 +52,13 @@ NOT_RECORDED = {
     ),
 }
 
-# Goldens known not to install today, each with the issue that fixes it. strict: once it resolves,
-# the xfail turns into a failure and this entry must go.
-# A render whose install is known not to resolve, with why: a strict xfail, so the fix must remove it.
-# (golden/wheels-jax was here until issue 23's pins: nvidia-cuda-nvcc-cu12==12.4.* against the JAX
-# plugin's >=12.6.85.)
-KNOWN_BROKEN: dict[str, str] = {}
-
 GOLDENS = sorted(p.name for p in GOLDEN.iterdir() if (p / "Dockerfile").is_file())
 EXAMPLE_NAMES = sorted(p.parent.name for p in EXAMPLES.glob("*/envbuild.toml"))
 
 
 def _params(prefix: str, names: list[str]) -> list[object]:
-    return [
-        pytest.param(
-            f"{prefix}/{name}",
-            id=name,
-            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_BROKEN[f"{prefix}/{name}"])]
-            if f"{prefix}/{name}" in KNOWN_BROKEN
-            else [],
-        )
-        for name in names
-    ]
+    # no render is exempt: one that does not install fails here (wheels-jax did until issue 23)
+    return [pytest.param(f"{prefix}/{name}", id=name) for name in names]
 
 
 @pytest.fixture(scope="module")
