@@ -119,6 +119,7 @@ def lock_packages(
 def locked_target(plan: Plan, base_image: str, packages: tuple[LockedPackage, ...]) -> LockedTarget:
     return LockedTarget(
         name=plan.target,
+        platform=plan.platform,
         strategy=plan.strategy,
         python=plan.python,
         base_image=base_image,

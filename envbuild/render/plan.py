@@ -22,6 +22,7 @@ from envbuild.render.coherence import check_framework_pins, check_python_source
 from envbuild.render.cudalayer import is_cuda_package
 from envbuild.resolve.needs import brings_own_libraries
 from envbuild.resolve.pins import stack_pins
+from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
 from envbuild.resolve.spec_query import target_query
@@ -40,6 +41,7 @@ USER_UID = 10001  # above the 1000 that ubuntu:24.04's own "ubuntu" user already
 class Plan(Record):
     __slots__ = (
         "target",
+        "platform",
         "strategy",
         "stack",
         "os",
@@ -74,6 +76,7 @@ class Plan(Record):
         "cuda_lines",
     )
     target: str
+    platform: str  # canonical (matrix.platforms): what the image is built, locked and verified for
     strategy: str
     stack: Stack
     os: OperatingSystem
@@ -167,8 +170,11 @@ def build_plan(
     wheelhouse: bool = False,
     lock: LockedTarget | None = None,
     buildkit: bool = True,
+    platform: str | None = None,
 ) -> Plan:
+    """The plan of `target` for `platform` (None: the lock's, else the target's first platform)."""
     strategy = target.stack.strategy
+    platform = platform or (lock.platform if lock else target_platforms(matrix, target.stack)[0])
     stack, os_row, python = _resolve_target(matrix, spec, target)
     if base_image is not None:
         try:
@@ -259,6 +265,7 @@ def build_plan(
     )
     return Plan(
         target=target.name,
+        platform=platform,
         strategy=strategy,
         stack=stack,
         os=os_row,

@@ -13,6 +13,7 @@ import re
 
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.spec.lockseal import content_digest, content_hmac
 
 LOCK_VERSION = 1
@@ -33,11 +34,14 @@ class LockedPackage(Record):
 
 
 class LockedTarget(Record):
-    __slots__ = ("name", "strategy", "python", "base_image", "requirements", "stack", "packages")
+    __slots__ = ("name", "platform", "strategy", "python", "base_image", "requirements", "stack", "packages")
     name: str
+    # canonical (matrix.platforms); a target built for several platforms has one entry per platform,
+    # each with that platform's wheels, hashes and base-image manifest digest
+    platform: str
     strategy: str
     python: str
-    base_image: str  # name:tag@sha256:...
+    base_image: str  # name:tag@sha256:... (the platform's own manifest where the base is multi-platform)
     requirements: tuple[str, ...]  # what was resolved: framework requirement(s), then the spec's pip
     stack: tuple[tuple[str, str], ...]
     packages: tuple[LockedPackage, ...]
@@ -50,8 +54,14 @@ class Lock(Record):
     matrix_digest: str
     targets: tuple[LockedTarget, ...]
 
-    def target(self, name: str) -> LockedTarget | None:
-        return next((t for t in self.targets if t.name == name), None)
+    def target(self, name: str, platform: str | None = None) -> LockedTarget | None:
+        """The entry of target `name` for `platform` (None: its first, the only one of a
+        single-platform target)."""
+        return next((t for t in self.targets if t.name == name and platform in (None, t.platform)), None)
+
+    def platforms(self, name: str) -> tuple[str, ...]:
+        """The platforms target `name` is locked for, in lock order."""
+        return tuple(t.platform for t in self.targets if t.name == name)
 
 
 def canonical(name: str) -> str:
@@ -84,6 +94,10 @@ def body_text(lock: Lock) -> str:
             "",
             "[[target]]",
             f"name = {toml_string(target.name)}",
+        ]
+        if target.platform != DEFAULT_PLATFORM:  # amd64-only locks keep the bytes they had
+            out.append(f"platform = {toml_string(target.platform)}")
+        out += [
             f"strategy = {toml_string(target.strategy)}",
             f"python = {toml_string(target.python)}",
             f"base-image = {toml_string(target.base_image)}",

@@ -16,6 +16,7 @@ from envbuild._util import toml
 from envbuild._util.record import Record
 from envbuild.errors import LockError
 from envbuild.matrix.model import STRATEGIES
+from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
 from envbuild.oci.reference import parse_reference
 from envbuild.spec import validate
 from envbuild.spec.lockfile import LOCK_VERSION, Lock, LockedPackage, LockedTarget, body_text
@@ -30,7 +31,7 @@ TOP_KEYS = (
     "matrix-digest",
     "target",
 )
-TARGET_KEYS = ("name", "strategy", "python", "base-image", "requirements", "stack", "package")
+TARGET_KEYS = ("name", "strategy", "python", "base-image", "requirements", "stack", "package", "platform")
 PACKAGE_KEYS = ("name", "version", "layer", "index", "hashes")
 LAYERS = ("framework", "user")
 # the stack facts a lock records (envbuild.lock.locker writes them from the plan's stack document)
@@ -137,7 +138,7 @@ def _package(where: str, raw: Any) -> LockedPackage:
 
 def _target(index: int, raw: Any) -> LockedTarget:
     where = f"[[target]] #{index + 1}"
-    table = _keys(where, raw, TARGET_KEYS, TARGET_KEYS[:-1])
+    table = _keys(where, raw, TARGET_KEYS, TARGET_KEYS[:-2])
     name = _text(f"{where} name", table["name"], validate.target_name)
     where = f"target {name!r}"
     strategy = _text(f"{where} strategy", table["strategy"])
@@ -163,8 +164,12 @@ def _target(index: int, raw: Any) -> LockedTarget:
     order = [(LAYERS.index(p.layer), p.name) for p in packages]
     if order != sorted(set(order)) or len({p.name for p in packages}) != len(packages):
         raise ValueError(f"{where} packages are not each listed once, framework layer first, by name")
+    platform = _text(f"{where} platform", table.get("platform", DEFAULT_PLATFORM))
+    if platform not in PLATFORMS:  # written canonical by envbuild: an alias here is a hand edit
+        raise ValueError(f"{where} platform is {platform!r}; accepted: {', '.join(PLATFORMS)}")
     return LockedTarget(
         name=name,
+        platform=platform,
         strategy=strategy,
         python=_text(f"{where} python", table["python"], pattern=_PYTHON_RE, what="a Python X.Y"),
         base_image=_base_image(f"{where} base-image", table["base-image"]),
@@ -195,9 +200,9 @@ def lock_from_data(data: dict[str, Any]) -> tuple[Lock, str, str | None]:
     if not isinstance(raw_targets, list):
         raise ValueError("target must be an array of tables, written [[target]]")
     targets = tuple(_target(i, t) for i, t in enumerate(raw_targets))
-    names = [t.name for t in targets]
+    names = [(t.name, t.platform) for t in targets]
     if len(set(names)) != len(names):
-        raise ValueError("a target name is used twice")
+        raise ValueError("a target name is used twice for one platform")
     lock = Lock(
         envbuild=_text("envbuild", data["envbuild"], pattern=_VERSION_TEXT_RE, what="a version"),
         spec_digest=digests["spec-digest"].removeprefix(DIGEST_PREFIX),

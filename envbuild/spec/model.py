@@ -13,6 +13,7 @@ import re
 from envbuild._util import toml
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
+from envbuild.matrix import platforms
 from envbuild.matrix.model import COMPAT_MODES, STRATEGIES
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES, PRECISIONS
 from envbuild.spec import validate
@@ -30,7 +31,18 @@ DEFAULT_USER = "envbuild"
 # bases where uv's manylinux binary cannot run (musl, glibc older than 2.17, other CPUs)
 INSTALLERS = ("uv", "pip")
 
-STACK_KEYS = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os", "python-source")
+STACK_KEYS = (
+    "driver",
+    "gpus",
+    "python",
+    "framework",
+    "cuda",
+    "compat",
+    "strategy",
+    "os",
+    "python-source",
+    "platform",
+)
 # where a Python other than the OS's python3 may come from: only what the spec opts into
 PYTHON_SOURCES = ("system", "deadsnakes")
 TABLE_KEYS = {
@@ -43,7 +55,18 @@ TABLE_KEYS = {
 
 
 class StackSpec(Record):
-    __slots__ = ("driver", "gpus", "python", "framework", "cuda", "compat", "strategy", "os", "python_source")
+    __slots__ = (
+        "driver",
+        "gpus",
+        "python",
+        "framework",
+        "cuda",
+        "compat",
+        "strategy",
+        "os",
+        "python_source",
+        "platforms",
+    )
     driver: str
     gpus: tuple[str, ...]
     python: str | None
@@ -53,6 +76,9 @@ class StackSpec(Record):
     strategy: str
     os: str
     python_source: str  # system (the OS's python3 only) | deadsnakes (the opt-in to Ubuntu's PPA)
+    # `platform = "linux/arm64"` or a list: canonical names (matrix.platforms), in the spec's order.
+    # Empty: not set, so resolve derives it from the GPUs (a Grace GPU means linux/arm64), else amd64.
+    platforms: tuple[str, ...]
 
 
 class Packages(Record):
@@ -312,6 +338,7 @@ class _Reader:
                 strategy="wheels",
                 os="ubuntu22.04",
                 python_source="system",
+                platforms=(),
             )
             for key in ("driver", "framework"):
                 if key not in table:
@@ -333,7 +360,37 @@ class _Reader:
             strategy=pick("strategy", base.strategy, choices=STRATEGIES),
             os=pick("os", base.os),
             python_source=pick("python-source", base.python_source, choices=PYTHON_SOURCES),
+            platforms=self.attempt(lambda: self.platforms(where, table), base.platforms)
+            if "platform" in table
+            else base.platforms,
         )
+
+    def platforms(self, where: str, table: dict[str, Any]) -> tuple[str, ...]:
+        """`platform = "linux/arm64"` or `platform = ["linux/amd64", "linux/arm64"]`, canonical and
+        without repeats (`aarch64` is read as linux/arm64)."""
+        value = table["platform"]
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items or not all(isinstance(v, str) for v in items):
+            raise self.fail(
+                where,
+                "platform",
+                value,
+                "expected a platform name or a non-empty list of them",
+                fix=f'use platform = "linux/arm64" or platform = ["linux/amd64", "linux/arm64"] '
+                f"(accepted: {platforms.accepted()})",
+            )
+        names: list[str] = []
+        for index, item in enumerate(items):
+            try:
+                name = platforms.normalize(item)
+            except ValueError as exc:
+                key = "platform" if isinstance(value, str) else f"platform[{index}]"
+                raise self.fail(
+                    where, key, item, str(exc), fix=f"use one of: {platforms.accepted()}"
+                ) from None
+            if name not in names:
+                names.append(name)
+        return tuple(names)
 
 
 def load_spec(path: str) -> Spec:

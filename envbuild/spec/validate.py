@@ -21,9 +21,14 @@ FORBIDDEN = ("&&", "||", ";", "`", "$(", "${", "\\")
 # Unicode categories no field needs, each a way to split or disguise a line: control characters
 # (Cc, which holds U+0085 NEL), format characters (Cf: zero-width and bidirectional overrides),
 # line and paragraph separators (Zl U+2028, Zp U+2029), surrogates and private use.
-_UNSAFE_CATEGORIES = {"Cc": "a control character", "Cf": "an invisible format character",
-                      "Zl": "a line separator", "Zp": "a paragraph separator",
-                      "Cs": "a surrogate", "Co": "a private-use character"}
+_UNSAFE_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "an invisible format character",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+    "Cs": "a surrogate",
+    "Co": "a private-use character",
+}
 _USERINFO_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s]*@")
 
 _APT_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+(=[A-Za-z0-9.+:~-]+)?$")

@@ -44,6 +44,7 @@ def write_cuda_lock(
     )
     target = LockedTarget(
         name="default",
+        platform="linux/amd64",
         strategy="wheels" if base.startswith("ubuntu") else "base-image",
         python="3.11",
         base_image=base,

@@ -51,6 +51,7 @@ def locked(version: str) -> LockedTarget:
     """A lock of torch `version` from PyPI (cu130) with its CUDA wheels, as `envbuild lock` writes one."""
     return LockedTarget(
         name="default",
+        platform="linux/amd64",
         strategy="wheels",
         python="3.11",
         base_image=BASE,
