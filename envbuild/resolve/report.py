@@ -6,6 +6,7 @@ import json
 
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.matrix.model import Matrix
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.versions import Driver, format_driver, format_minor
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.solver import (
@@ -191,7 +192,8 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
         majors = sorted(m for m, row in matrix.minor_compat.items() if query.driver.at_least(row.min_driver))
         if majors:
             header += f"; with --compat minor, any CUDA {'/'.join(f'{m}.x' for m in majors)}"
-    header += f"; platform {query.platform}"
+    if query.platform != DEFAULT_PLATFORM:  # amd64 outputs keep their bytes, as amd64 locks do
+        header += f"; platform {query.platform}"
     if query.gpus:
         header += "; GPUs: " + ", ".join(
             f"{g.name} ({g.cc[0]}.{g.cc[1]})" if g.architecture else g.name for g in query.gpus
