@@ -78,9 +78,7 @@ def main() -> int:
         ("_linalg.so alone by range", one),
         ("whole download", whole),
     ]
-    print(
-        f"{wheel.filename} ({len(body) / 2**20:.1f} MiB) on loopback, with cuobjdump, median of {REPEAT}:"
-    )
+    print(f"{wheel.filename} ({len(body) / 2**20:.1f} MiB) on loopback, with cuobjdump, median of {REPEAT}:")
     for label, runs in rows:
         seconds = statistics.median(t for t, _, _ in runs)
         print(f"  {label:26}: {seconds * 1000:8.1f} ms, {runs[0][1] / 1024:8.0f} KiB read")

@@ -77,6 +77,7 @@ def resolve(args: argparse.Namespace) -> int:
         limit=args.limit,
         strategy=args.strategy,
         os=args.os,
+        platform=args.platform,
     )
     resolution = resolve(matrix, query)
     output = to_json(resolution, matrix) if args.json else to_text(resolution, matrix, verbose=args.verbose)
@@ -98,6 +99,7 @@ def resolve_spec(args: argparse.Namespace) -> int:
         "compat": args.compat,
         "strategy": args.strategy,
         "os": args.os,
+        "platform": args.platform,
     }
     results = resolve_targets(matrix, spec, target=args.target, overrides=overrides, limit=args.limit)
     if args.json:

@@ -180,6 +180,12 @@ def _resolve(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--os", metavar="NAME", help="base OS for --strategy base-image (default ubuntu22.04)"
     )
+    parser.add_argument(
+        "--platform",
+        metavar="PLATFORM",
+        help="only builds published for linux/amd64 or linux/arm64 (default: what the GPUs imply, "
+        "e.g. GB200 -> linux/arm64, else linux/amd64)",
+    )
     add_json(parser, "JSON instead of text")
     parser.add_argument(
         "-v",

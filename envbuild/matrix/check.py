@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from envbuild.matrix.model import Gpu, Matrix, gpu_keys
+from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
 from envbuild.matrix.versions import format_driver, format_minor
 
 
@@ -20,6 +21,7 @@ def check_matrix(matrix: Matrix) -> list[str]:
         + _check_frameworks(matrix)
         + _check_images(matrix)
         + _check_requirements(matrix)
+        + _check_platforms(matrix)
     )
 
 
@@ -251,3 +253,53 @@ def _check_requirements(matrix: Matrix) -> list[str]:
 
 def known_minors_of(matrix: Matrix) -> set[tuple[int, int]]:
     return {c.version[:2] for c in matrix.cuda}
+
+
+def _check_platforms(matrix: Matrix) -> list[str]:
+    """Every build and image says which platforms it publishes, every claim beyond linux/amd64 names
+    where it was read, and the GPUs that come only in arm64 hosts (or are Jetson) say so coherently:
+    otherwise a Grace host could be handed an amd64-only answer, or a Jetson a data-center stack."""
+    errors = []
+    for fw in matrix.frameworks:
+        seen: set[int] = set()
+        for release in fw.releases:
+            if id(release.variants) in seen:
+                continue
+            seen.add(id(release.variants))
+            for variant in release.variants:
+                where = variant.prov.where
+                if not variant.platforms:
+                    errors.append(
+                        f"{where}: no platforms; give platforms = [...] on the variant, its [[release]] "
+                        f"or [framework] ({', '.join(PLATFORMS)})"
+                    )
+                unknown = [p for p in variant.platforms if p not in PLATFORMS]
+                if unknown:
+                    errors.append(f"{where}: unknown platforms {unknown} (known: {', '.join(PLATFORMS)})")
+                if set(variant.platforms) - {DEFAULT_PLATFORM} and not variant.platforms_source:
+                    errors.append(
+                        f"{where}: platforms {list(variant.platforms)} without platforms_source; cite the "
+                        f"index or file list the non-amd64 wheels were read from"
+                    )
+    for image in matrix.images:
+        if not image.platforms:
+            errors.append(f"{image.prov.where}: no platforms; give the platforms its tags are published for")
+    arm64_builds = any(
+        "linux/arm64" in v.platforms for fw in matrix.frameworks for r in fw.releases for v in r.variants
+    )
+    for gpu in matrix.gpus:
+        where = f"gpus.toml: {gpu.name}"
+        unknown = [p for p in gpu.host_platforms if p not in PLATFORMS]
+        if unknown:
+            errors.append(f"{where}: unknown host_platforms {unknown} (known: {', '.join(PLATFORMS)})")
+        if gpu.integrated and gpu.host_platforms != ("linux/arm64",):
+            errors.append(
+                f'{where}: integrated (Jetson/Tegra) GPUs are arm64: host_platforms = ["linux/arm64"]'
+            )
+        if gpu.integrated and not gpu.integrated_stack:
+            errors.append(f"{where}: integrated without integrated_stack; name what such a GPU uses instead")
+        if gpu.integrated_stack and not gpu.integrated:
+            errors.append(f"{where}: integrated_stack is set but integrated is not")
+        if gpu.host_platforms == ("linux/arm64",) and not gpu.integrated and not arm64_builds:
+            errors.append(f"{where}: comes only in arm64 hosts, but no framework build publishes linux/arm64")
+    return errors

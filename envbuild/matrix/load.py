@@ -245,6 +245,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                         nccl=row.get("nccl"),
                         eol=row.get("eol"),
                         deleted=row.get("deleted"),
+                        platforms=tuple(row.get("platforms", ())),
                         prov=_prov(rel, f"[[image]] {row['cuda']}", row),
                     )
                 )
@@ -266,6 +267,9 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                         first_cuda=parse_minor(row["first_cuda"]),
                         data_center=row.get("data_center", False),
                         max_driver_branch=row.get("max_driver_branch"),
+                        host_platforms=tuple(row.get("host_platforms", ())),
+                        integrated=row.get("integrated", False),
+                        integrated_stack=row.get("integrated_stack"),
                         prov=_prov(rel, f"[[gpu]] {row['name']}", row),
                     )
                 )
@@ -304,6 +308,14 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
     )
 
 
+def _platforms_source(*levels: dict[str, Any]) -> str | None:
+    """The source of the level whose `platforms` the variant takes (variant, release, framework)."""
+    for level in levels:
+        if level.get("platforms"):
+            return level.get("platforms_source")
+    return None
+
+
 def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
     head = data["framework"]
     releases: list[Release] = []
@@ -321,6 +333,10 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
                 cuda_from=v["cuda_from"],
                 arch=parse_arch_list(v["arch"]),
                 arch_source=v.get("arch_source"),
+                # the nearest level that says: variant, release, framework; none at all is what
+                # `matrix check` reports (an empty tuple here, never a guessed platform)
+                platforms=tuple(v.get("platforms") or row.get("platforms") or head.get("platforms") or ()),
+                platforms_source=_platforms_source(v, row, head),
                 prov=_prov(rel, f"[[release]] {first} variant {v['name']}", v),
             )
             for v in row["variant"]

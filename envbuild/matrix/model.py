@@ -10,6 +10,7 @@ import re
 
 from envbuild._util.record import Record
 from envbuild.matrix.arch import ArchList
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.requirements import Requirements
 
 FRAMEWORK_ORDER = ("torch", "tensorflow", "jax")
@@ -62,6 +63,9 @@ class Gpu(Record):
         "first_cuda",
         "data_center",
         "max_driver_branch",
+        "host_platforms",
+        "integrated",
+        "integrated_stack",
         "prov",
     )
     name: str
@@ -71,6 +75,10 @@ class Gpu(Record):
     first_cuda: tuple[int, int]  # first CUDA X.Y for this capability; the first driver branch follows
     data_center: bool
     max_driver_branch: int | None
+    # the platforms of the hosts it comes in (GH200/GB200: linux/arm64 only); empty: any host
+    host_platforms: tuple[str, ...]
+    integrated: bool  # Jetson/Tegra: JetPack/L4T, not the data-center CUDA stack envbuild builds
+    integrated_stack: str | None  # what such a GPU uses instead (named when it is refused)
     prov: Provenance
 
 
@@ -86,6 +94,8 @@ class Variant(Record):
         "cuda_from",
         "arch",
         "arch_source",
+        "platforms",
+        "platforms_source",
         "prov",
     )
     name: str
@@ -98,6 +108,9 @@ class Variant(Record):
     cuda_from: str
     arch: ArchList
     arch_source: str | None  # "<wheel URL>#sha256=<hex>": the arch list was read from that artifact
+    # canonical platforms the build is published for (variant, else release, else framework default)
+    platforms: tuple[str, ...]
+    platforms_source: str | None  # where the arm64 (or any non-default) claim was read
     prov: Provenance
 
 
@@ -133,7 +146,18 @@ class OperatingSystem(Record):
 
 
 class Image(Record):
-    __slots__ = ("cuda", "os", "cudnn_os", "cudnn_tag", "cudnn", "nccl", "eol", "deleted", "prov")
+    __slots__ = (
+        "cuda",
+        "os",
+        "cudnn_os",
+        "cudnn_tag",
+        "cudnn",
+        "nccl",
+        "eol",
+        "deleted",
+        "platforms",
+        "prov",
+    )
     cuda: tuple[int, int, int]
     os: tuple[str, ...]
     cudnn_os: tuple[str, ...]
@@ -142,6 +166,7 @@ class Image(Record):
     nccl: str | None
     eol: str | None  # "YYYY-MM" when a source states it; else it follows the driver branch
     deleted: str | None  # "YYYY-MM-DD": the day a refresh found every tag of the row gone
+    platforms: tuple[str, ...]  # platforms of the row's Ubuntu tags; empty: not recorded (amd64 only)
     prov: Provenance
 
 
@@ -204,16 +229,30 @@ class Matrix(Record):
                 return fw
         return None
 
-    def image_for(self, cuda: tuple[int, int], os_name: str) -> Image | None:
-        """The nvidia/cuda release of that X.Y with cuDNN flavors on that OS (newest patch).
+    def image_for(self, cuda: tuple[int, int], os_name: str, platform: str | None = None) -> Image | None:
+        """The nvidia/cuda release of that X.Y with cuDNN flavors on that OS (newest patch), published
+        for `platform` when one is given.
 
         Rows whose tags a refresh found gone are never offered: a build from them cannot pull."""
-        found = [i for i in self.images if i.cuda[:2] == cuda and os_name in i.cudnn_os and not i.deleted]
+        found = [
+            i
+            for i in self.images
+            if i.cuda[:2] == cuda
+            and os_name in i.cudnn_os
+            and not i.deleted
+            and (platform is None or platform in image_platforms(i))
+        ]
         return max(found, key=lambda i: i.cuda) if found else None
 
     def minors_of_major(self, major: int) -> list[tuple[int, int]]:
         """CUDA X.Y minors of a major that have a known GA minimum driver, oldest first."""
         return sorted(m for m, row in self.ga_floor.items() if m[0] == major and row.min_driver)
+
+
+def image_platforms(image: Image) -> tuple[str, ...]:
+    """The platforms an image row is published for; a row that records none is taken as amd64 only
+    (the one platform every nvidia/cuda Ubuntu tag has), never as "any"."""
+    return image.platforms or (DEFAULT_PLATFORM,)
 
 
 # ---------------------------------------------------------------------------------------------

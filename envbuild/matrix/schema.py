@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envbuild.matrix.arch import parse_arch_list
+from envbuild.matrix.platforms import PLATFORMS
 from envbuild.matrix.versions import parse_compute_capability, parse_driver_floor, parse_minor, parse_patch
 
 CONFIDENCE_LEVELS = ("secondary", "unconfirmed", "disputed")
@@ -139,6 +140,10 @@ WHEEL_SOURCE = _matching(
 PYTHON = _list_of(_matching(_PY_RE, 'a Python X.Y like "3.11"'), "Python X.Y strings")
 RELEASE_VERSIONS = _list_of(_matching(_RELEASE_RE, "a release version"), "release versions")
 STRINGS = _list_of(STR, "strings", allow_empty=True)
+# canonical names only (`linux/arm64`, not `aarch64`): the matrix is read by people and by `grep`
+PLATFORM_LIST = _list_of(_one_of(tuple(PLATFORMS)), "platforms")
+# where a row says which platforms it publishes for: the PyPI file list, the index, the image repo
+PLATFORM_FIELDS = {"platforms": (PLATFORM_LIST, False), "platforms_source": (URL, False)}
 
 PROVENANCE = {"source": (URL, True), "confidence": (_one_of(CONFIDENCE_LEVELS), False), "note": (STR, False)}
 
@@ -174,6 +179,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "nccl": (STR, False),
         "eol": (MONTH, False),
         "deleted": (DAY, False),
+        **PLATFORM_FIELDS,
         **PROVENANCE,
     },
     "image_policy": {
@@ -189,6 +195,9 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "first_cuda": (MINOR, True),
         "data_center": (BOOL, False),
         "max_driver_branch": (INT, False),
+        "host_platforms": (PLATFORM_LIST, False),  # absent: any host
+        "integrated": (BOOL, False),  # Jetson/Tegra: a JetPack/L4T stack, not envbuild's
+        "integrated_stack": (STR, False),  # what to use instead, named in the refusal
         **PROVENANCE,
     },
     "os": {
@@ -205,6 +214,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "package": (STR, True),
         "aliases": (STRINGS, False),
         "conda_packages": (STRINGS, False),
+        **PLATFORM_FIELDS,
         **PROVENANCE,
     },
     "release": {
@@ -212,6 +222,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "python": (PYTHON, True),
         "pypi_variant": (STR, False),
         "variant": (None, True),
+        **PLATFORM_FIELDS,
         **PROVENANCE,
     },  # type: ignore[dict-item]
     "build": {  # requirements.toml: one framework build's METADATA requirements
@@ -234,6 +245,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "cuda_from": (_one_of(CUDA_FROM), True),
         "arch": (ARCH, True),
         "arch_source": (ARCH_SOURCE, False),  # set when the arch list was measured from that wheel
+        **PLATFORM_FIELDS,
         **PROVENANCE,
     },
 }

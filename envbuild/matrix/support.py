@@ -113,6 +113,13 @@ def capability_gpu(matrix: Matrix, cc: tuple[int, int]) -> Gpu | None:
         first_cuda=min(gpu.first_cuda for gpu in rows),
         data_center=False,
         max_driver_branch=None if None in lasts else max(b for b in lasts if b is not None),
+        # any host if any row comes in any host (9.0 is H100 as well as GH200); integrated only if
+        # every row is (8.7 is Jetson Orin alone)
+        host_platforms=()
+        if any(not gpu.host_platforms for gpu in rows)
+        else tuple(sorted({p for gpu in rows for p in gpu.host_platforms})),
+        integrated=all(gpu.integrated for gpu in rows),
+        integrated_stack=rows[0].integrated_stack,
         prov=Provenance(
             where=f"gpus.toml compute capability {format_cc(cc)} ({names})",
             source=rows[0].prov.source,

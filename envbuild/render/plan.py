@@ -111,10 +111,12 @@ class Plan(Record):
     cuda_lines: str  # requirements-cuda.txt: the lock's CUDA wheels, their own layer ("" for none)
 
 
-def _resolve_target(matrix: Matrix, spec: Spec, target: Target) -> tuple[Stack, OperatingSystem, str]:
+def _resolve_target(
+    matrix: Matrix, spec: Spec, target: Target, platform: str | None = None
+) -> tuple[Stack, OperatingSystem, str]:
     stack = target.stack
     where = f"{spec.path} target {target.name!r}"
-    query = target_query(matrix, stack, where)  # the query `resolve -f` explains
+    query = target_query(matrix, stack, where, platform=platform)  # the query `resolve -f` explains
     os_row = matrix.oses[query.os or stack.os]
     result = resolve(matrix, query)
     if not result.stacks:
@@ -175,7 +177,7 @@ def build_plan(
     """The plan of `target` for `platform` (None: the lock's, else the target's first platform)."""
     strategy = target.stack.strategy
     platform = platform or (lock.platform if lock else target_platforms(matrix, target.stack)[0])
-    stack, os_row, python = _resolve_target(matrix, spec, target)
+    stack, os_row, python = _resolve_target(matrix, spec, target, platform)
     if base_image is not None:
         try:
             validate.image_ref(base_image)
@@ -193,7 +195,7 @@ def build_plan(
     if strategy == "wheels":
         image = os_row.image
     elif strategy == "base-image":
-        row = matrix.image_for(stack.cuda, os_row.name)
+        row = matrix.image_for(stack.cuda, os_row.name, platform)
         assert row is not None  # the resolver only returns stacks that have one
         kind = "devel" if devel else "runtime"
         image = f"nvidia/cuda:{cuda_tag(row.cuda, row.cudnn_tag, kind, os_row.name)}"
@@ -247,7 +249,7 @@ def build_plan(
 
     framework_packages, cuda_packages = split_cuda(lock, strategy)
     image_labels = _image_labels(
-        spec, target, stack, strategy, image, python, matrix.image_for(stack.cuda, os_row.name)
+        spec, target, stack, strategy, image, python, matrix.image_for(stack.cuda, os_row.name, platform)
     )
     document = stack_json(stack, strategy)
     document.update(

@@ -20,6 +20,8 @@ from envbuild.matrix.model import (
     gpu_index,
     gpu_tokens,
 )
+from envbuild.matrix.platforms import accepted as accepted_platforms
+from envbuild.matrix.platforms import normalize as normalize_platform
 from envbuild.matrix.support import capability_gpu, gpus_with, known_capabilities
 from envbuild.matrix.versions import Driver, format_cc, parse_compute_capability, parse_driver, parse_minor
 
@@ -62,6 +64,7 @@ class Query(Record):
         "limit",
         "strategy",
         "os",
+        "platform",
         "notes",
     )
     driver: Driver
@@ -74,6 +77,7 @@ class Query(Record):
     limit: int
     strategy: str | None  # wheels | base-image | conda; None: any
     os: str | None  # base OS; base-image looks for nvidia/cuda tags on it
+    platform: str  # canonical (linux/amd64, linux/arm64): --platform, else what the GPUs imply
     notes: tuple[str, ...]  # how an input was read, when that is not obvious ("sm_90a is judged as 9.0")
 
 
@@ -233,6 +237,7 @@ def build_query(
     limit: int | None = None,
     strategy: str | None = None,
     os: str | None = None,
+    platform: str | None = None,
 ) -> Query:
     parsed_driver = parse_driver(driver)
     if parsed_driver.bare and parsed_driver.branch not in matrix.branches:
@@ -255,6 +260,20 @@ def build_query(
         _refuse_blank(flag, (value,) if value is not None else (), accepted)
     index = gpu_index(matrix)
     parsed_gpus = tuple(parse_gpu(g, matrix, index) for g in gpus or ())
+    from envbuild.resolve.platform_choice import choose_platform, refuse_integrated
+
+    refuse_integrated(parsed_gpus, "--gpu")
+    requested_platform = None
+    if platform is not None:
+        _refuse_blank("--platform", (platform,), f"a platform: {accepted_platforms()}")
+        try:
+            requested_platform = normalize_platform(platform)
+        except ValueError:
+            raise UsageError(
+                f"--platform {platform!r} is not a platform envbuild builds for",
+                fix=f"use one of: {accepted_platforms()} (aarch64/arm64 and x86_64/amd64 are read too)",
+            ) from None
+    chosen_platform = choose_platform(parsed_gpus, requested_platform)
     notes = tuple(dict.fromkeys(n for n in (gpu_note(g) for g in gpus or ()) if n))
     parsed_frameworks = _merge_frameworks([parse_framework(f, matrix) for f in frameworks or ()])
     parsed_python = None
@@ -305,5 +324,6 @@ def build_query(
         limit=limit or default_limit,
         strategy=strategy,
         os=os,
+        platform=chosen_platform,
         notes=notes,
     )

@@ -6,6 +6,7 @@ import json
 
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.matrix.model import Matrix
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.versions import Driver, format_driver, format_minor
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.solver import (
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 GROUP_TITLES = {
     "framework": "excluded by --framework",
+    "platform": "not published for the platform",
     "python": "no wheels for the requested Python",
     "cuda": "CUDA does not match --cuda",
     "strategy": "does not fit the CUDA strategy",
@@ -124,6 +126,7 @@ def resolution_json(resolution: Resolution, matrix: Matrix) -> dict[str, Any]:
         "native_cuda": format_minor(native) if native else None,
         "native_cuda_without_floor": [format_minor(m) for m in unfloored],
         "compat": resolution.query.compat,
+        "platform": resolution.query.platform,
         "branch": _branch_json(matrix, resolution.query.driver.branch),
         "matrix_digest": matrix.digest,
         "stacks": [stack_json(s, resolution.query.strategy) for s in resolution.stacks],
@@ -189,6 +192,8 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
         majors = sorted(m for m, row in matrix.minor_compat.items() if query.driver.at_least(row.min_driver))
         if majors:
             header += f"; with --compat minor, any CUDA {'/'.join(f'{m}.x' for m in majors)}"
+    if query.platform != DEFAULT_PLATFORM:  # amd64 outputs keep their bytes, as amd64 locks do
+        header += f"; platform {query.platform}"
     if query.gpus:
         header += "; GPUs: " + ", ".join(
             f"{g.name} ({g.cc[0]}.{g.cc[1]})" if g.architecture else g.name for g in query.gpus
@@ -201,7 +206,20 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
     for problem in resolution.problems:
         lines.append(f"problem: {problem}")
     if resolution.stacks:
-        rows = [["#", "framework", "variant", "CUDA", "cuDNN", "NCCL", "Python", "min driver", "compat"]]
+        rows = [
+            [
+                "#",
+                "framework",
+                "variant",
+                "CUDA",
+                "cuDNN",
+                "NCCL",
+                "Python",
+                "min driver",
+                "compat",
+                "platform",
+            ]
+        ]
         for i, stack in enumerate(resolution.stacks, 1):
             rows.append(
                 [
@@ -214,6 +232,7 @@ def to_text(resolution: Resolution, matrix: Matrix, *, verbose: bool = False) ->
                     format_minor(stack.python),
                     format_driver(stack.min_driver),
                     stack.mode,
+                    query.platform,
                 ]
             )
         lines.append("Compatible stacks (best first: newest release, then CUDA, then Python):")

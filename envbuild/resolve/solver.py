@@ -38,7 +38,7 @@ from envbuild.resolve.cudnn import DEFAULT_OS, CudnnOutcome, judge
 from envbuild.resolve.query import FrameworkFilter, Query
 
 # The order in which a rejected candidate's failures are reported: the first one is its reason.
-FAILURE_ORDER = ("framework", "python", "cuda", "strategy", "driver", "gpu")
+FAILURE_ORDER = ("framework", "platform", "python", "cuda", "strategy", "driver", "gpu")
 
 # What minor-version compatibility costs (CUDA compatibility guide, "Minor Version Compatibility").
 MINOR_COMPAT_COST = "PTX JIT of newer code fails and CUDA APIs newer than the driver are unavailable"
@@ -202,6 +202,8 @@ class _Resolver:
     ) -> Stack | Rejection:
         failures: list[Failure] = []
         query = self.query
+        if query.platform not in variant.platforms:
+            failures.append(_platform_failure(fw, release, variant, query))
         if wanted_releases is not None and not wanted_releases.allows(release.version):
             failures.append(
                 Failure(
@@ -300,13 +302,16 @@ class _Resolver:
             )
         if strategy == "base-image" and considered:
             os_name = self.query.os or DEFAULT_OS
-            with_image = [c for c in considered if self.matrix.image_for(c, os_name)]
+            with_image = [c for c in considered if self.matrix.image_for(c, os_name, self.query.platform)]
             if not with_image:
                 shown = "/".join(format_minor(c) for c in considered[-3:])
+                # an image row that has the tag but not for this platform says so: its own reason
+                other = any(self.matrix.image_for(c, os_name) for c in considered)
+                suffix = f" for {self.query.platform}" if other else ""
                 return (
                     Failure(
                         kind="strategy",
-                        text=f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}",
+                        text=f"no nvidia/cuda cuDNN image for CUDA {shown} on {os_name}{suffix}",
                         relax="--strategy wheels",
                     ),
                     considered,
@@ -315,7 +320,7 @@ class _Resolver:
             fitting = [c for c in with_image if self._image_miss(variant, c, row) is None]
             unfit = [c for c in with_image if c not in fitting]
             if not fitting:
-                image = self.matrix.image_for(with_image[-1], os_name)
+                image = self.matrix.image_for(with_image[-1], os_name, self.query.platform)
                 miss = self._image_miss(variant, with_image[-1], row)
                 assert image is not None and miss is not None
                 return (
@@ -331,7 +336,7 @@ class _Resolver:
     def _image_miss(
         self, variant: Variant, cuda: tuple[int, int], row: Requirements | None
     ) -> tuple[str, str, str | None] | None:
-        image = self.matrix.image_for(cuda, self.query.os or DEFAULT_OS)
+        image = self.matrix.image_for(cuda, self.query.os or DEFAULT_OS, self.query.platform)
         return needs.image_miss(image, variant, row) if image is not None else None
 
     def _needs_filter(
@@ -404,8 +409,8 @@ class _Resolver:
         """ "no nvidia/cuda image in the matrix bundles cuDNN >=9.8,<10.0 for CUDA 12.x that driver 550
         runs (nvidia/cuda 12.4.1 ships cuDNN 9.1.0.70; 12.8.1 has 9.8.0.87 but needs driver >= 570.26)"."""
         os_name = self.query.os or DEFAULT_OS
-        image = self.matrix.image_for(runnable, os_name)
-        good = self.matrix.image_for(fitting, os_name)
+        image = self.matrix.image_for(runnable, os_name, self.query.platform)
+        good = self.matrix.image_for(fitting, os_name, self.query.platform)
         miss = self._image_miss(variant, runnable, row)
         assert image is not None and good is not None and miss is not None
         label, wanted, bundled = miss
@@ -547,6 +552,20 @@ def _variant_prov(release: Release, variant: Variant) -> Provenance:
         source=variant.prov.source,
         confidence=None if variant.arch_source else variant.prov.confidence,
         note=variant.prov.note,
+    )
+
+
+def _platform_failure(fw: Framework, release: Release, variant: Variant, query: Query) -> Failure:
+    """A build not published for the query's platform, with where that was read; the relaxation is
+    another platform only when no GPU ties the query to this one (a GB200 cannot take amd64)."""
+    published = ", ".join(variant.platforms)
+    source = f" (per {variant.platforms_source})" if variant.platforms_source else ""
+    pinned = any(gpu.host_platforms for gpu in query.gpus)
+    return Failure(
+        kind="platform",
+        text=f"no {query.platform} build: {fw.display_name} {release.version} [{variant.name}] "
+        f"is published for {published} only{source}",
+        relax=None if pinned else f"--platform {variant.platforms[0]}",
     )
 
 

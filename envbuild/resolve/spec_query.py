@@ -30,8 +30,9 @@ FIELDS = {
     "python": ("python", "--python"),
     "cuda": ("cuda", "--cuda"),
     "compat": ("compat", "--compat"),
+    "platform": ("platform", "--platform"),
 }
-_FLAG_RE = re.compile(r"^(--(?:driver|gpu|framework|python|cuda|compat|strategy|os)) ")
+_FLAG_RE = re.compile(r"^(--(?:driver|gpu|framework|python|cuda|compat|strategy|os|platform)) ")
 
 
 def query_fields(matrix: Matrix, stack: StackSpec, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -47,6 +48,7 @@ def query_fields(matrix: Matrix, stack: StackSpec, overrides: dict[str, Any] | N
         "compat": stack.compat,
         "strategy": stack.strategy,
         "os": stack.os,
+        "platform": stack.platforms[0] if stack.platforms else None,
     }
     fields.update({k: v for k, v in (overrides or {}).items() if v is not None and v != []})
     os_row = matrix.oses.get(fields["os"])
@@ -62,10 +64,16 @@ def target_query(
     *,
     overrides: dict[str, Any] | None = None,
     limit: int | None = 1,
+    platform: str | None = None,
 ) -> Query:
-    """The Query for one target; `where` ("envbuild.toml target 'h100'") starts every error."""
+    """The Query for one target; `where` ("envbuild.toml target 'h100'") starts every error.
+
+    `platform`: the one of the target's platforms to resolve for (render's plan passes its own); None:
+    a --platform override, else the spec's first platform, else what the GPUs imply."""
     given = {k for k, v in (overrides or {}).items() if v is not None and v != []}
     fields = query_fields(matrix, stack, overrides)
+    if platform is not None:
+        fields["platform"] = platform
     if fields["os"] not in matrix.oses and "os" not in given:
         raise UsageError(
             f"{where}: os = {fields['os']!r} is not an OS envbuild renders images for",

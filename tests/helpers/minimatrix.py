@@ -123,6 +123,7 @@ cuda = "12.4.1"
 os = ["ubuntu22.04"]
 cudnn_os = ["ubuntu22.04"]
 cudnn_tag = "cudnn"
+platforms = ["linux/amd64", "linux/arm64"]
 {SRC}
 """
 
@@ -189,6 +190,7 @@ name = "fw"
 display_name = "Framework"
 package = "fw"
 aliases = ["framework"]
+platforms = ["linux/amd64"]
 {SRC}
 
 [[release]]
@@ -243,6 +245,7 @@ RANGED = f"""
 name = "ranged"
 display_name = "Ranged"
 package = "ranged"
+platforms = ["linux/amd64"]
 {SRC}
 
 [[release]]

@@ -57,8 +57,6 @@ TABLE = [
     ("GB300", "R580", None),
     ("GB10", "570.172.08", 575),
     ("GB10", "R575", None),
-    ("Jetson Thor", "R575", 580),
-    ("Jetson Thor", "R580", None),
     ("H100", "R470", 520),
     ("H100", "R515", 520),
     ("H100", "R520", None),
@@ -72,8 +70,6 @@ TABLE = [
     ("A10", "R450", 455),
     ("A10", "R455", None),
     ("RTX 3090", "R450", 455),
-    ("Jetson AGX Orin", "R465", 470),
-    ("Jetson AGX Orin", "R470", None),
     ("T4", "R418", None),
     ("Tesla V100", "R418", None),
     ("Tesla P100", "R418", None),
@@ -94,6 +90,20 @@ def test_gpu_driver_floor_table(
         assert result.stacks == ()  # minor-version compatibility adds no GPUs
         assert len(problems) == 1
         assert f"needs R{needs} or later" in problems[0]
+
+
+@pytest.mark.parametrize(("gpu", "branch"), [("Jetson Thor", 580), ("Jetson AGX Orin", 470)])
+def test_jetson_floors_stay_in_the_matrix_though_resolve_refuses_jetson(
+    matrix: Matrix, gpu: str, branch: int
+) -> None:
+    """resolve refuses integrated GPUs (JetPack/L4T), so their floors are checked on the rows."""
+    from envbuild.matrix.model import find_gpu
+    from envbuild.matrix.support import first_driver
+
+    row = find_gpu(matrix, gpu)
+    assert row is not None and row.integrated
+    floor = first_driver(matrix, row)
+    assert floor is not None and floor.branch == branch
 
 
 def test_the_issue_examples_exactly(matrix: Matrix) -> None:
