@@ -327,9 +327,17 @@ def _verify(parser: argparse.ArgumentParser) -> None:
 
 
 def _promote(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("image", metavar="IMAGE")
     parser.add_argument(
-        "--report", metavar="FILE", help="written by envbuild verify --report (local promotion)"
+        "image",
+        nargs="+",
+        metavar="IMAGE",
+        help="the image; with --to, one REPO@sha256:... per platform pushes a multi-platform index",
+    )
+    parser.add_argument(
+        "--report",
+        action="append",
+        metavar="FILE",
+        help="written by envbuild verify --report (local promotion); with several images, one per image",
     )
     parser.add_argument(
         "--to",
