@@ -128,7 +128,7 @@ def render(args: argparse.Namespace) -> int:
     for context in rendered:
         plan = context.plan
         if args.stdout:
-            sys.stdout.write(f"# ---- {plan.target}/Dockerfile\n" if len(rendered) > 1 else "")
+            sys.stdout.write(f"# ---- {context.name}/Dockerfile\n" if len(rendered) > 1 else "")
             sys.stdout.write(context.files["Dockerfile"].decode())
             continue
         doc = plan.stack_document
