@@ -383,6 +383,7 @@ def ci_github(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         matrix_dir=args.matrix,
         action_pins=args.action_pins,
+        qemu=args.qemu,
     )
     print(f"wrote {args.output}")
     return EXIT_OK

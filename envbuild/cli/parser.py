@@ -392,6 +392,12 @@ def _ci_github(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="pin every action by commit SHA: lines of 'owner/repo@ref = <40-hex sha>' (docs/ci.md)",
     )
+    parser.add_argument(
+        "--qemu",
+        action="store_true",
+        help="build arm64 targets on x86_64 runners under QEMU, not on GitHub's arm64 runners "
+        "(several times slower; docs/ci.md)",
+    )
     _ci_common(parser)
 
 
