@@ -130,7 +130,7 @@ def render(args: argparse.Namespace) -> int:
     for context in rendered:
         plan = context.plan
         if args.stdout:
-            sys.stdout.write(f"# ---- {plan.target}/Dockerfile\n" if len(rendered) > 1 else "")
+            sys.stdout.write(f"# ---- {context.name}/Dockerfile\n" if len(rendered) > 1 else "")
             sys.stdout.write(context.files["Dockerfile"].decode())
             continue
         doc = plan.stack_document
@@ -325,15 +325,39 @@ def verify(args: argparse.Namespace) -> int:
 
 
 def promote(args: argparse.Namespace) -> int:
+    from envbuild.errors import UsageError
+
+    images, reports = list(args.image), list(args.report or [])
+    if len(images) > 1:  # one verified image per platform: a multi-platform index
+        if not args.to or args.tag:
+            raise UsageError(
+                f"promote got {len(images)} images: several images are promoted as one multi-platform "
+                "index, in a registry only",
+                fix="pass REPO@sha256:... per platform with --to TAG (and one --report per image)",
+            )
+        from envbuild.image.promote import promote_index_reported
+
+        promotion = promote_index_reported(images, list(args.to), report_paths=reports)
+        for platform, digest in promotion.platforms:
+            print(f"{platform}: {digest}")
+        print(f"pushed index {promotion.index}")
+        for ref, digest in promotion.promoted:
+            print(f"promoted {ref}@{digest}")
+        return EXIT_OK
+    if len(reports) > 1:
+        raise UsageError(
+            f"promote got {len(reports)} --report files for one image", fix="pass one --report FILE"
+        )
+    report = reports[0] if reports else None
     if args.to:
         from envbuild.image.promote import promote_in_registry
 
-        for ref, digest in promote_in_registry(args.image, list(args.to), report_path=args.report):
+        for ref, digest in promote_in_registry(images[0], list(args.to), report_path=report):
             print(f"promoted {ref}@{digest}")
         return EXIT_OK
     from envbuild.image.promote import promote_reported
 
-    promotion = promote_reported(args.image, report_path=args.report, tags=args.tag, push=args.push)
+    promotion = promote_reported(images[0], report_path=report, tags=args.tag, push=args.push)
     for tag in promotion.tags:
         print(f"tagged {tag}" + (" (verified on CPU only)" if promotion.device == "cpu" else ""))
     for tag, digest in promotion.pushed:
@@ -361,6 +385,7 @@ def ci_github(args: argparse.Namespace) -> int:
         base_image=args.base_image,
         matrix_dir=args.matrix,
         action_pins=args.action_pins,
+        qemu=args.qemu,
     )
     print(f"wrote {args.output}")
     return EXIT_OK

@@ -333,9 +333,17 @@ def _verify(parser: argparse.ArgumentParser) -> None:
 
 
 def _promote(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("image", metavar="IMAGE")
     parser.add_argument(
-        "--report", metavar="FILE", help="written by envbuild verify --report (local promotion)"
+        "image",
+        nargs="+",
+        metavar="IMAGE",
+        help="the image; with --to, one REPO@sha256:... per platform pushes a multi-platform index",
+    )
+    parser.add_argument(
+        "--report",
+        action="append",
+        metavar="FILE",
+        help="written by envbuild verify --report (local promotion); with several images, one per image",
     )
     parser.add_argument(
         "--to",
@@ -389,6 +397,12 @@ def _ci_github(parser: argparse.ArgumentParser) -> None:
         "--action-pins",
         metavar="FILE",
         help="pin every action by commit SHA: lines of 'owner/repo@ref = <40-hex sha>' (docs/ci.md)",
+    )
+    parser.add_argument(
+        "--qemu",
+        action="store_true",
+        help="build arm64 targets on x86_64 runners under QEMU, not on GitHub's arm64 runners "
+        "(several times slower; docs/ci.md)",
     )
     _ci_common(parser)
 

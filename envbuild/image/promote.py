@@ -29,14 +29,25 @@ from envbuild._util.http import attempts
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import PromoteError, UsageError
-from envbuild.image.trust import trusted_report
+from envbuild.image.trust import TrustedReport, trusted_report
 from envbuild.image.verify import report_digest, report_document
 from envbuild.oci.labels import AUDIT, SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
-from envbuild.oci.reference import registry_host, split_tag
-from envbuild.oci.registry import promote_by_digest
+from envbuild.oci.reference import parse_reference, registry_host, split_tag
+from envbuild.oci.registry import ImagePlatform, image_platform, promote_by_digest, push_index
 from envbuild.smoke.report import gate_problems, validate
 
-__all__ = ["Promotion", "labels_for", "promote", "promote_in_registry", "promote_reported", "report_digest"]
+__all__ = [
+    "IndexPromotion",
+    "PlatformImage",
+    "Promotion",
+    "labels_for",
+    "promote",
+    "promote_in_registry",
+    "promote_index_reported",
+    "promote_platforms",
+    "promote_reported",
+    "report_digest",
+]
 
 PUSH_TIMEOUT_S = 600
 
@@ -255,3 +266,120 @@ def _push(client: object, ref: str, retries: int) -> str:
         f"pushing {ref} failed: {redact(error)}",
         fix=f"check the registry is reachable and you are logged in (docker login {host})",
     )
+
+
+# --- a target with several platforms: one index over the verified per-platform images -------------------
+
+
+class PlatformImage(Record):
+    """One platform's image of a multi-platform target, for promote_platforms.
+
+    ref: REPO@sha256:<its manifest digest>, as its push reported (every ref in one repository).
+    platform: what it was built and verified for (matrix.platforms spelling), or None to take the one
+    its config records. report: the verify report that vouches for it (trusted_report for a file;
+    `envbuild build` passes its own), or None: then the image must carry io.envbuild.verified=true,
+    as `promote --to` without --report asks today."""
+
+    __slots__ = ("ref", "platform", "report")
+    ref: str
+    platform: str | None
+    report: TrustedReport | None
+
+
+class IndexPromotion(Record):
+    """index: REPO@sha256:<the pushed index>; platforms: ((platform, image digest), ...) in the index's
+    order; promoted: [(REPO:TAG, index digest), ...] as promote_by_digest answers."""
+
+    __slots__ = ("index", "platforms", "promoted")
+    index: str
+    platforms: tuple[tuple[str, str], ...]
+    promoted: tuple[tuple[str, str], ...]
+
+
+def _platform_problem(entry: PlatformImage, found: ImagePlatform) -> str | None:
+    """Why `found` (what the registry holds) is not the image `entry` says it is, or None."""
+    from envbuild.matrix.platforms import by_machine, normalize
+
+    recorded = by_machine(found.architecture) if found.os == "linux" else None
+    if recorded is None:
+        return f"its config records {found.os}/{found.architecture}, a platform envbuild does not build"
+    given = normalize(entry.platform) if entry.platform is not None else recorded.name
+    if given != recorded.name:
+        return f"it was given as {given}, but its config records {recorded.name}"
+    report = entry.report
+    if report is None:
+        if found.labels.get(VERIFIED) != "true":
+            return f"it carries no {VERIFIED} label and no --report vouches for it"
+        return None
+    if report.image_id != found.image_id:
+        return f"its report was made for {report.image_id[:19]}, not for its image id {found.image_id[:19]}"
+    problems = validate(report.report) or gate_problems(report.report, report.device)
+    if problems:
+        return "its report does not show a passing smoke step: " + "; ".join(problems[:5])
+    return None
+
+
+def promote_platforms(
+    images: list[PlatformImage], to: list[str], *, docker_config: str | None = None
+) -> IndexPromotion:
+    """Push one OCI image index over every platform's verified image and tag it with `to`.
+
+    Nothing is tagged unless every platform's smoke step passed: each image is checked first (it is in
+    the repository, it is one platform's image of the platform it is said to be, and its report names
+    its image id and passes, or it carries the verified label), and only then is the index pushed and
+    promoted by digest, exactly as a single-platform image is. `envbuild build` calls this for a target
+    with several platforms; `envbuild promote A@sha256:.. B@sha256:.. --to TAG` for the CLI."""
+    from envbuild.matrix.platforms import by_machine
+
+    if len(images) < 2:
+        raise UsageError(
+            "a multi-platform index needs two or more platform images",
+            fix="promote a single image with `envbuild promote REPO@sha256:... --to TAG`",
+        )
+    if not to:
+        raise UsageError("promote needs at least one --to TAG", fix="e.g. --to v1")
+    parsed = [parse_reference(image.ref) for image in images]
+    repositories = {(p.api_host, p.repository) for p in parsed}
+    if len(repositories) > 1:
+        raise UsageError(
+            f"{', '.join(image.ref for image in images)} are in different repositories: an index lists "
+            "images of its own repository only",
+            fix="push every platform's image to one repository and pass their digests there",
+        )
+    found = [image_platform(image.ref, docker_config=docker_config) for image in images]
+    for entry, image in zip(images, found, strict=True):
+        problem = _platform_problem(entry, image)
+        if problem:
+            raise PromoteError(
+                f"{entry.ref}: {problem}: refusing to promote any platform",
+                fix="verify each platform's image (envbuild verify IMAGE --report FILE) and promote it with "
+                "the report verify wrote for it",
+            )
+    repository = parsed[0].name
+    digest = push_index(repository, found, docker_config=docker_config)
+    index = f"{repository}@{digest}"
+    promoted = promote_by_digest(index, to, docker_config=docker_config, vouch=lambda _image_id: None)
+    platforms = tuple(
+        (by_machine(image.architecture).name, image.digest)  # type: ignore[union-attr]  # checked above
+        for image in found
+    )
+    return IndexPromotion(index=index, platforms=platforms, promoted=tuple(promoted))
+
+
+def promote_index_reported(images: list[str], to: list[str], *, report_paths: list[str]) -> IndexPromotion:
+    """`envbuild promote A@sha256:... B@sha256:... --to TAG [--report A.json --report B.json]`: the
+    reports pair with the images in order (none: every image must carry the verified label)."""
+    if report_paths and len(report_paths) != len(images):
+        raise UsageError(
+            f"promote got {len(images)} images and {len(report_paths)} --report files",
+            fix="pass one --report per image, in the same order, or none (then each image must carry "
+            f"the {VERIFIED} label)",
+        )
+    entries = []
+    for position, ref in enumerate(images):
+        report = None
+        if report_paths:
+            found = image_platform(ref)
+            report = trusted_report(report_paths[position], found.image_id)
+        entries.append(PlatformImage(ref=ref, platform=None, report=report))
+    return promote_platforms(entries, to)

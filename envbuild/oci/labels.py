@@ -23,6 +23,7 @@ MIN_DRIVER = PREFIX + "min-driver"
 COMPAT = PREFIX + "compat"
 GPU_ARCH = PREFIX + "gpu-arch"
 SPEC_DIGEST = PREFIX + "spec-digest"
+PLATFORM = PREFIX + "platform"  # linux/amd64, linux/arm64: what the image was built, locked and verified for
 
 # Added by promote to an image whose smoke step passed (a label-only image on top of the built one).
 VERIFIED = PREFIX + "verified"

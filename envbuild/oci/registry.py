@@ -29,6 +29,7 @@ import os
 import re
 
 from envbuild._util.http import short_reason, with_retries
+from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, NotFound, UsageError
 from envbuild.oci.credentials import Credentials, docker_config_path, find_credentials
@@ -285,6 +286,120 @@ def promote_by_digest(
             )
         promoted.append((full, answered))
     return promoted
+
+
+# --- a multi-platform image: one OCI index over per-platform images already in a repository -----------
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+
+class ImagePlatform(Record):
+    """What the registry holds under one per-platform image digest: its manifest descriptor (media
+    type, size), its image id (the config digest, which a verify report names) and the platform and
+    labels its config records."""
+
+    __slots__ = ("digest", "media_type", "size", "image_id", "os", "architecture", "variant", "labels")
+    digest: str
+    media_type: str
+    size: int
+    image_id: str
+    os: str
+    architecture: str
+    variant: str
+    labels: dict[str, str]
+
+    def descriptor(self) -> dict:
+        """The index entry of this image: OCI image-index `manifests[]` with its `platform`."""
+        platform = {"architecture": self.architecture, "os": self.os}
+        if self.variant:
+            platform["variant"] = self.variant
+        return {"digest": self.digest, "mediaType": self.media_type, "platform": platform, "size": self.size}
+
+
+def image_platform(ref: str, *, docker_config: str | None = None, timeout: float = 30) -> ImagePlatform:
+    """The platform image `ref` ("name@sha256:...") as the registry holds it.
+
+    The manifest is looked up with HEAD first, so an image that was never pushed to this repository is
+    refused with what to do; an index is refused too (an index entry must be one platform's image)."""
+    parsed = parse_reference(ref)
+    if not parsed.digest:
+        raise UsageError(
+            f"a platform image of an index must be pinned by digest, not {ref.strip()!r}",
+            fix="pass NAME@sha256:<digest>, the digest its push reported",
+        )
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=3)
+    head = session.send("HEAD", _manifest_url(session, parsed.digest), headers={"Accept": MANIFEST_ACCEPT})
+    if head.status_code == 404:
+        raise EnvbuildError(
+            f"manifest {parsed.digest} is not in {session.where}: an index may only list images of "
+            "its own repository",
+            fix=f"push each platform's image to {parsed.name} first (by digest), then promote the digests "
+            "its pushes reported",
+        )
+    body, media_type, digest = _fetch_manifest(session, parsed.digest)
+    manifest = _json_object(body, f"the manifest {parsed.digest} of {session.where}")
+    if _is_index(manifest, media_type):
+        raise UsageError(
+            f"{ref.strip()} is already an index (a multi-platform image), not one platform's image",
+            fix="pass the digest of each platform's image manifest",
+        )
+    image_id, _ = _config(session, body, media_type)
+    config = _json_object(_get_blob(session, image_id), f"the config blob {image_id}")
+    labels = (config.get("config") or {}).get("Labels") or {}
+    return ImagePlatform(
+        digest=digest,
+        media_type=media_type or str(manifest.get("mediaType") or ""),
+        size=len(body),
+        image_id=image_id,
+        os=str(config.get("os") or ""),
+        architecture=str(config.get("architecture") or ""),
+        variant=str(config.get("variant") or ""),
+        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+    )
+
+
+def index_body(images: list[ImagePlatform]) -> bytes:
+    """The OCI image index over `images`, as the exact bytes pushed: sorted keys, no spaces, so the
+    same images always give the same index digest."""
+    document = {
+        "schemaVersion": 2,
+        "mediaType": OCI_INDEX,
+        "manifests": [image.descriptor() for image in images],
+    }
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def push_index(
+    repository: str, images: list[ImagePlatform], *, docker_config: str | None = None, timeout: float = 30
+) -> str:
+    """PUT the index over `images` (each already in `repository`, see image_platform) by its digest,
+    and return that digest; tagging it is promote_by_digest's job. Two images of one platform are
+    refused: a puller could not tell which one it gets."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for image in images:
+        key = (image.os, image.architecture, image.variant)
+        if key in seen:
+            raise UsageError(
+                f"{seen[key]} and {image.digest} are both {'/'.join(k for k in key if k)}: an index "
+                "holds one image per platform",
+                fix="pass one verified image per platform",
+            )
+        seen[key] = image.digest
+    if not images:
+        raise UsageError(
+            "an index needs at least one platform image", fix="pass REPO@sha256:... per platform"
+        )
+    body = index_body(images)
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    parsed = parse_reference(f"{repository}@{digest}")
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=3)
+    answered = _put_manifest(session, digest, body, OCI_INDEX)
+    if answered != digest:
+        raise EnvbuildError(
+            f"registry {parsed.registry} stored the index as {answered}, not as {digest}",
+            fix="use a registry that keeps manifests byte for byte",
+        )
+    return digest
 
 
 LAYER_CHUNK = 1 << 20

@@ -15,9 +15,11 @@ import tempfile
 from envbuild import __version__
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.templates import environment
-from envbuild.errors import UsageError
+from envbuild.errors import LockError, UsageError
+from envbuild.matrix.platforms import short
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
+from envbuild.resolve.platform_choice import target_platforms
 from envbuild.smoke import program_files
 from envbuild.spec.lockfile import lock_path
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from envbuild.matrix.model import Matrix
+    from envbuild.spec.lockfile import Lock, LockedTarget
     from envbuild.spec.model import Spec
 
 DOCKERFILE_TEMPLATES = {
@@ -149,6 +152,43 @@ def check_destination(out_dir: str, target: str) -> str:
     return destination
 
 
+def context_dir(out_dir: str, target: str, platform: str, platforms: tuple[str, ...]) -> str:
+    """Where `render -o out_dir` writes `target`'s context for `platform`: out_dir/<target>/ for a
+    target with one platform (as before platforms existed, whichever it is), out_dir/<target>/<arch>/
+    (amd64, arm64) for one with several.
+
+    Subdirectories rather than `<target>-arm64` siblings: every platform of a target stays under the
+    one directory render replaces as a whole, and no other target's name (a target called `x-arm64`)
+    can collide with a platform's context."""
+    if len(platforms) == 1:
+        return os.path.join(out_dir, target)
+    return os.path.join(out_dir, target, short(platform))
+
+
+def _fill(staging: str, files: dict[str, bytes], wheelhouse: str | None, plan: Plan | None) -> None:
+    """One context's files, its share of the wheelhouse and its uv binary, for its plan's platform."""
+    os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the context unreadable to a non-root builder
+    for name, data in sorted({**files, MARKER: MARKER_TEXT.encode()}.items()):
+        with open(os.path.join(staging, name), "wb") as handle:
+            handle.write(data)
+    if wheelhouse is not None:
+        from envbuild.render.wheelhouse import split_wheelhouse
+
+        assert plan is not None
+        split_wheelhouse(
+            wheelhouse,
+            os.path.join(staging, "wheels"),
+            plan.framework_requirements,
+            plan.python,
+            cuda=bool(plan.cuda_lines),
+            image_platform=plan.platform,
+        )
+    if plan is not None and plan.installer == "uv":
+        from envbuild.render.uvbin import place_uv
+
+        place_uv(os.path.join(staging, "uv"), wheelhouse, plan.platform)
+
+
 def write_context(
     files: dict[str, bytes],
     out_dir: str,
@@ -156,35 +196,27 @@ def write_context(
     *,
     wheelhouse: str | None = None,
     plan: Plan | None = None,
+    platforms: dict[str, tuple[dict[str, bytes], Plan]] | None = None,
 ) -> str:
     """Write DIR/<target>/ all at once: a failure leaves the previous context untouched, and only
-    a context envbuild wrote is ever replaced (check_destination)."""
+    a context envbuild wrote is ever replaced (check_destination).
+
+    `platforms` (arch -> (files, plan)), for a target with several platforms: each is written to
+    DIR/<target>/<arch>/ (context_dir), and `files` and `plan` are not used."""
     destination = check_destination(out_dir, target)
     try:
         os.makedirs(out_dir, exist_ok=True)
         staging = tempfile.mkdtemp(prefix=f".{target}.", dir=out_dir)
     except OSError as exc:
         raise _unwritable(out_dir, exc) from None
-    os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the context unreadable to a non-root builder
     try:
-        for name, data in sorted({**files, MARKER: MARKER_TEXT.encode()}.items()):
-            with open(os.path.join(staging, name), "wb") as handle:
-                handle.write(data)
-        if wheelhouse is not None:
-            from envbuild.render.wheelhouse import split_wheelhouse
-
-            assert plan is not None
-            split_wheelhouse(
-                wheelhouse,
-                os.path.join(staging, "wheels"),
-                plan.framework_requirements,
-                plan.python,
-                cuda=bool(plan.cuda_lines),
-            )
-        if plan is not None and plan.installer == "uv":
-            from envbuild.render.uvbin import place_uv
-
-            place_uv(os.path.join(staging, "uv"), wheelhouse)
+        if platforms:
+            _fill(staging, {}, None, None)  # the marker: render replaces the whole directory
+            for arch, (part_files, part_plan) in sorted(platforms.items()):
+                os.mkdir(os.path.join(staging, arch))
+                _fill(os.path.join(staging, arch), part_files, wheelhouse, part_plan)
+        else:
+            _fill(staging, files, wheelhouse, plan)
         old = None
         if os.path.exists(destination):
             old = tempfile.mkdtemp(prefix=f".{target}.old.", dir=out_dir)
@@ -214,12 +246,14 @@ def check_output_dir(out_dir: str) -> None:
 
 
 class Rendered(Record):
-    """One target's build context: its plan, its files, and where they were written (None: not)."""
+    """One target's build context for one platform: its plan, its files, where they were written
+    (None: not), and its name (<target>, or <target>/<arch> for a target with several platforms)."""
 
-    __slots__ = ("plan", "files", "where")
+    __slots__ = ("plan", "files", "where", "name")
     plan: Plan
     files: dict[str, bytes]
     where: str | None
+    name: str
 
 
 def render_spec(
@@ -238,35 +272,66 @@ def render_spec(
     warn: Callable[[str], None],
 ) -> list[Rendered]:
     """`envbuild render`: every target (or `target`) planned against the lock next to the spec, when
-    there is one, and rendered; with `write`, each context is written to out_dir/<target>/.
+    there is one, and rendered for each of its platforms; with `write`, each context is written to
+    context_dir(out_dir, ...): out_dir/<target>/, or out_dir/<target>/<arch>/ per platform.
 
     Every target resolves and renders before anything is written, so a target that fails leaves
     every context as it was."""
     check_output_dir(out_dir)
     lock = lock_for_render(spec, matrix.digest, key=lock_key, allow_edited=allow_edited_lock, warn=warn)
-    plans = []
+    targets: list[tuple[str, tuple[str, ...], list[tuple[Plan, dict[str, bytes]]]]] = []
     for chosen in spec.target(target):
-        locked = lock.target(chosen.name) if lock else None
-        plan = build_plan(
-            matrix,
-            spec,
-            chosen,
-            base_image=base_image,
-            wheelhouse=wheelhouse is not None,
-            lock=locked,
-            buildkit=buildkit,
-        )
-        if locked is not None:
-            require_match(locked, plan, lock_path(spec.path))
-        plans.append(plan)
-    rendered = [(plan, render_files(plan)) for plan in plans]
+        platforms = target_platforms(matrix, chosen.stack)
+        parts = []
+        for platform in platforms:
+            locked = locked_for(lock, chosen.name, platform, spec.path) if lock else None
+            plan = build_plan(
+                matrix,
+                spec,
+                chosen,
+                base_image=base_image,
+                wheelhouse=wheelhouse is not None,
+                lock=locked,
+                buildkit=buildkit,
+                platform=platform,
+            )
+            if locked is not None:
+                require_match(locked, plan, lock_path(spec.path))
+            parts.append((plan, render_files(plan)))
+        targets.append((chosen.name, platforms, parts))
     if write:
-        for plan in plans:  # every destination is checked before any is written
-            check_destination(out_dir, plan.target)
+        for name, _, _ in targets:  # every destination is checked before any is written
+            check_destination(out_dir, name)
     done = []
-    for plan, files in rendered:
-        where = None
-        if write:
-            where = write_context(files, out_dir, plan.target, wheelhouse=wheelhouse, plan=plan)
-        done.append(Rendered(plan=plan, files=files, where=where))
+    for name, platforms, parts in targets:
+        if write and len(parts) == 1:
+            ((plan, files),) = parts
+            write_context(files, out_dir, name, wheelhouse=wheelhouse, plan=plan)
+        elif write:
+            by_arch = {short(plan.platform): (files, plan) for plan, files in parts}
+            write_context({}, out_dir, name, wheelhouse=wheelhouse, platforms=by_arch)
+        for plan, files in parts:
+            directory = context_dir(out_dir, name, plan.platform, platforms)
+            done.append(
+                Rendered(
+                    plan=plan,
+                    files=files,
+                    where=directory if write else None,
+                    name=os.path.relpath(directory, out_dir),
+                )
+            )
     return done
+
+
+def locked_for(lock: Lock, target: str, platform: str, path: str) -> LockedTarget | None:
+    """The lock's entry of `target` for `platform`. A lock that has the target but not for this
+    platform was made before the platform was added to the spec: rendering it unlocked would hide
+    that, so it is a LockError; a target missing altogether is lockmatch's to report."""
+    locked = lock.target(target, platform)
+    if locked is None and lock.platforms(target):
+        raise LockError(
+            f"{lock_path(path)}: target {target!r} is locked for {', '.join(lock.platforms(target))}, "
+            f"not for {platform}",
+            fix="run `envbuild lock` (it locks every platform of the target) and commit envbuild.lock",
+        )
+    return locked

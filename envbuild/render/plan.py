@@ -249,7 +249,14 @@ def build_plan(
 
     framework_packages, cuda_packages = split_cuda(lock, strategy)
     image_labels = _image_labels(
-        spec, target, stack, strategy, image, python, matrix.image_for(stack.cuda, os_row.name, platform)
+        spec,
+        target,
+        stack,
+        strategy,
+        image,
+        python,
+        matrix.image_for(stack.cuda, os_row.name, platform),
+        platform,
     )
     document = stack_json(stack, strategy)
     document.update(
@@ -364,6 +371,7 @@ def _image_labels(
     image: str,
     python: str,
     cuda_image: CudaImage | None,
+    platform: str,
 ) -> tuple[tuple[str, str], ...]:
     variant = stack.variant
     cudnn, nccl = variant.cudnn or "", variant.nccl or ""
@@ -394,6 +402,7 @@ def _image_labels(
         labels.COMPAT: stack.mode,
         labels.GPU_ARCH: variant.arch.describe(),
         labels.SPEC_DIGEST: f"sha256:{spec.digest}",
+        labels.PLATFORM: platform,
     }
     written.update(dict(spec.image.labels))
     return tuple(sorted((key, value) for key, value in written.items() if value))

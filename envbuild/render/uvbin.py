@@ -2,10 +2,11 @@
 RUN bind mount, and so never part of an image layer.
 
 Where it comes from:
-* `--wheelhouse DIR` (air-gapped): the `uv-<version>-...manylinux..._x86_64.whl` in DIR, of the same
-  version as the uv envbuild itself runs to lock, so the lock and the image agree on one uv.
-* otherwise: the host's own installed uv (envbuild's dependency), when the host is Linux x86_64 like
-  the image.
+* `--wheelhouse DIR` (air-gapped): the `uv-<version>-...manylinux..._<machine>.whl` in DIR for the
+  image's platform (x86_64 for linux/amd64, aarch64 for linux/arm64), of the same version as the uv
+  envbuild itself runs to lock, so the lock and the image agree on one uv.
+* otherwise: the host's own installed uv (envbuild's dependency), when the host is Linux on the
+  image's machine: an x86_64 host's uv cannot run in an arm64 image.
 
 An executable entering the build is checked: its sha256 must equal the one its distribution's RECORD
 states (the wheel's own RECORD, or the one the installer wrote on the host when it installed the
@@ -24,8 +25,10 @@ import sys
 import zipfile
 
 from envbuild.errors import UsageError
+from envbuild.matrix.platforms import DEFAULT_PLATFORM, Platform
+from envbuild.matrix.platforms import platform as platform_named
 
-# uv's Linux x86_64 wheels: manylinux (glibc >= 2.17) and musllinux (static, runs on any libc)
+# uv's Linux wheels: manylinux (glibc >= 2.17) and musllinux (static, runs on any libc), per machine
 _UV_WHEEL = re.compile(r"^uv-(?P<version>[^-]+)-py3-none-(?P<platform>[^-]+)\.whl$")
 PIP_FALLBACK = 'or set installer = "pip" under [image] in envbuild.toml'
 
@@ -46,15 +49,13 @@ def _record_sha256(value: str) -> str:
     return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).hex()
 
 
-def _download_hint(version: str | None) -> str:
+def _download_hint(version: str | None, image: Platform) -> str:
     pin = f"uv=={version}" if version else "uv"
-    return (
-        f"pip download {pin} --no-deps --only-binary=:all: --platform manylinux_2_17_x86_64 -d DIR, "
-        f"{PIP_FALLBACK}"
-    )
+    tag = next(t for t in image.wheel_tags if t.startswith("manylinux_2_17"))  # uv's wheels' floor
+    return f"pip download {pin} --no-deps --only-binary=:all: --platform {tag} -d DIR, {PIP_FALLBACK}"
 
 
-def _from_wheelhouse(directory: str, target: str) -> str:
+def _from_wheelhouse(directory: str, target: str, image: Platform) -> str:
     version = host_uv_version()
     try:
         names = sorted(os.listdir(directory))
@@ -63,15 +64,15 @@ def _from_wheelhouse(directory: str, target: str) -> str:
     wheels = [
         (name, match)
         for name in names
-        if (match := _UV_WHEEL.match(name)) and match.group("platform").endswith("_x86_64")
+        if (match := _UV_WHEEL.match(name)) and match.group("platform").endswith(f"_{image.machine}")
     ]
     wanted = [(name, match) for name, match in wheels if match.group("version") == version]
     if not wanted:
         found = ", ".join(name for name, _ in wheels) or "no uv wheel"
         raise UsageError(
-            f"--wheelhouse {directory}: installer uv needs uv {version or '(any)'}'s Linux x86_64 wheel "
-            f"there (the uv envbuild runs to lock), and it has {found}",
-            fix=f"put it there with `{_download_hint(version)}`",
+            f"--wheelhouse {directory}: installer uv needs uv {version or '(any)'}'s Linux {image.machine} "
+            f"wheel there for the {image.name} image (the uv envbuild runs to lock), and it has {found}",
+            fix=f"put it there with `{_download_hint(version, image)}`",
         )
     name, match = wanted[0]
     path = os.path.join(directory, name)
@@ -83,7 +84,7 @@ def _from_wheelhouse(directory: str, target: str) -> str:
     except (zipfile.BadZipFile, KeyError, OSError) as exc:
         raise UsageError(
             f"--wheelhouse: {path} is not a readable uv wheel ({exc})",
-            fix=f"download it again: `{_download_hint(version)}`",
+            fix=f"download it again: `{_download_hint(version, image)}`",
         ) from None
     expected = next(
         (_record_sha256(line.split(",")[1]) for line in record.splitlines() if line.startswith(inner + ",")),
@@ -94,7 +95,7 @@ def _from_wheelhouse(directory: str, target: str) -> str:
         raise UsageError(
             f"--wheelhouse: {path}: the uv binary's sha256 is {actual}, but the wheel's RECORD says "
             f"{expected}: the file was altered or corrupted",
-            fix=f"download it again: `{_download_hint(version)}`",
+            fix=f"download it again: `{_download_hint(version, image)}`",
         )
     with open(target, "wb") as handle:
         handle.write(data)
@@ -102,15 +103,15 @@ def _from_wheelhouse(directory: str, target: str) -> str:
     return f"uv {match.group('version')} from {name}"
 
 
-def _from_host(target: str) -> str:
+def _from_host(target: str, image: Platform) -> str:
     from importlib import metadata
 
     machine = platform.machine().lower()
-    if not sys.platform.startswith("linux") or machine not in ("x86_64", "amd64"):
+    if not sys.platform.startswith("linux") or machine not in (image.machine, image.architecture):
         raise UsageError(
-            f"installer uv: the image needs uv's Linux x86_64 binary, and this host runs "
-            f"{sys.platform} {machine}, so its own uv cannot go in",
-            fix=f"pass --wheelhouse DIR holding uv's wheel ({_download_hint(host_uv_version())})",
+            f"installer uv: the {image.name} image needs uv's Linux {image.machine} binary, and this host "
+            f"runs {sys.platform} {machine}, so its own uv cannot go in",
+            fix=f"pass --wheelhouse DIR holding uv's wheel ({_download_hint(host_uv_version(), image)})",
         )
     try:
         dist = metadata.distribution("uv")
@@ -141,10 +142,12 @@ def _from_host(target: str) -> str:
     return f"uv {dist.version} from this host"
 
 
-def place_uv(destination: str, wheelhouse: str | None) -> str:
-    """Write the checked uv binary to destination/uv; returns where it came from, for messages."""
+def place_uv(destination: str, wheelhouse: str | None, image_platform: str = DEFAULT_PLATFORM) -> str:
+    """Write the checked uv binary for `image_platform` to destination/uv; returns where it came from,
+    for messages."""
+    image = platform_named(image_platform)
     os.makedirs(destination, exist_ok=True)
     target = os.path.join(destination, "uv")
     if wheelhouse is not None:
-        return _from_wheelhouse(wheelhouse, target)
-    return _from_host(target)
+        return _from_wheelhouse(wheelhouse, target, image)
+    return _from_host(target, image)

@@ -2,6 +2,10 @@
 
 Each part is bind-mounted into its own RUN, so a new wheel for a user package changes only the
 user layer's inputs: the framework layer, gigabytes with its CUDA wheels, stays cached.
+
+One wheelhouse may serve several platforms (`pip download --platform` once per platform into one
+directory): each context gets only the wheels that install on its image's platform (a pure-Python
+wheel, or a binary one for its machine), and markers are evaluated for that machine.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import zipfile
 from email.parser import HeaderParser
 
 from envbuild.errors import UsageError
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
+from envbuild.matrix.platforms import platform as platform_named
 from envbuild.render.cudalayer import is_cuda_package
 
 _WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
@@ -21,14 +27,15 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def target_environment(python: str) -> dict[str, str]:
-    """Marker values of the image (linux x86_64 CPython), not of the host running envbuild."""
+def target_environment(python: str, image_platform: str = DEFAULT_PLATFORM) -> dict[str, str]:
+    """Marker values of the image (linux CPython on its platform's machine), not of the host running
+    envbuild."""
     return {
         "python_version": python,
         "python_full_version": f"{python}.0",
         "sys_platform": "linux",
         "platform_system": "Linux",
-        "platform_machine": "x86_64",
+        "platform_machine": platform_named(image_platform).machine,
         "os_name": "posix",
         "implementation_name": "cpython",
         "platform_python_implementation": "CPython",
@@ -55,8 +62,21 @@ def _requires(path: str) -> list[str]:
     return headers.get_all("Requires-Dist") or []
 
 
-def _wheel_files(directory: str) -> list[str]:
-    """The *.whl names in the wheelhouse, each a regular file (a directory named x.whl is refused)."""
+def installs_on(filename: str, image_platform: str) -> bool:
+    """Whether the wheel `filename` installs on a Linux image of `image_platform`: its platform tag
+    (each of a compressed `manylinux2014_x86_64.manylinux_2_17_x86_64` set) is `any` or a Linux tag
+    for the platform's machine."""
+    tags = filename[: -len(".whl")].rsplit("-", 1)[-1].split(".")
+    machine = platform_named(image_platform).machine
+    return any(
+        tag == "any" or (tag.startswith(("manylinux", "musllinux", "linux")) and tag.endswith(f"_{machine}"))
+        for tag in tags
+    )
+
+
+def _wheel_files(directory: str, image_platform: str | None = None) -> list[str]:
+    """The *.whl names in the wheelhouse, each a regular file (a directory named x.whl is refused);
+    with `image_platform`, only those that install on it."""
     try:
         names = sorted(os.listdir(directory))
     except OSError as exc:
@@ -75,19 +95,23 @@ def _wheel_files(directory: str) -> list[str]:
                 f"--wheelhouse: {path} {problem}",
                 fix="remove it: a wheelhouse holds only the .whl files `pip download` wrote",
             )
+    if image_platform is not None:
+        wheels = [name for name in wheels if installs_on(name, image_platform)]
     return wheels
 
 
-def framework_closure(directory: str, requirements: tuple[str, ...], python: str) -> set[str]:
+def framework_closure(
+    directory: str, requirements: tuple[str, ...], python: str, image_platform: str = DEFAULT_PLATFORM
+) -> set[str]:
     """File names of the wheels the framework requirements pull in, for the image's platform."""
     from packaging.requirements import InvalidRequirement, Requirement
 
     wheels: dict[str, list[str]] = {}
-    for filename in _wheel_files(directory):
+    for filename in _wheel_files(directory, image_platform):
         match = _WHEEL_RE.match(filename)
         if match:
             wheels.setdefault(canonical(match.group("name")), []).append(filename)
-    environment = target_environment(python)
+    environment = target_environment(python, image_platform)
     wanted: list[tuple[str, frozenset[str]]] = []
     for text in requirements:
         requirement = Requirement(text)
@@ -116,30 +140,39 @@ def framework_closure(directory: str, requirements: tuple[str, ...], python: str
 
 
 def split_wheelhouse(
-    directory: str, destination: str, requirements: tuple[str, ...], python: str, *, cuda: bool = False
+    directory: str,
+    destination: str,
+    requirements: tuple[str, ...],
+    python: str,
+    *,
+    cuda: bool = False,
+    image_platform: str = DEFAULT_PLATFORM,
 ) -> None:
-    """Copy (hard-link where possible) into destination/framework and destination/user; with `cuda`,
-    the framework's CUDA wheels (envbuild.render.cudalayer) into destination/cuda, the CUDA layer's
-    only wheel input, which a framework patch release leaves unchanged."""
+    """Copy (hard-link where possible) into destination/framework and destination/user the wheels that
+    install on `image_platform`; with `cuda`, the framework's CUDA wheels (envbuild.render.cudalayer)
+    into destination/cuda, the CUDA layer's only wheel input, which a framework patch release leaves
+    unchanged."""
     if not os.path.isdir(directory):
         raise UsageError(
             f"--wheelhouse {directory} is not a directory",
             fix="make one with `pip download -d DIR ...` for the image's Python and platform",
         )
-    closure = framework_closure(directory, requirements, python)
+    closure = framework_closure(directory, requirements, python, image_platform)
     framework_names = {
         canonical(r.split("[")[0].split("=")[0].split("<")[0].split(">")[0]) for r in requirements
     }
     if not any(canonical(_WHEEL_RE.match(f).group("name")) in framework_names for f in closure):  # type: ignore[union-attr]
         raise UsageError(
-            f"--wheelhouse {directory} has no wheel for {', '.join(requirements)}",
-            fix="pip download the framework into it for the image's Python and platform "
-            "(--python-version, --platform manylinux_2_28_x86_64 --only-binary=:all:)",
+            f"--wheelhouse {directory} has no wheel for {', '.join(requirements)} that installs on "
+            f"{image_platform}",
+            fix="pip download the framework into it for the image's Python and platform (--python-version "
+            f"{python}, {' '.join(f'--platform {t}' for t in platform_named(image_platform).wheel_tags)} "
+            "--only-binary=:all:)",
         )
     parts = ("framework", "user", "cuda") if cuda else ("framework", "user")
     for part in parts:
         os.makedirs(os.path.join(destination, part), exist_ok=True)
-    for filename in _wheel_files(directory):
+    for filename in _wheel_files(directory, image_platform):
         source = os.path.join(directory, filename)
         part = "framework" if filename in closure else "user"
         if cuda and part == "framework" and is_cuda_package(filename.split("-")[0]):

@@ -4,6 +4,13 @@ Each target's context (`envbuild render` writes `<out>/<target>/`) is built as a
 (`<repository>:candidate-<target>`): the image is a candidate until `envbuild verify` has run its
 smoke step, and only `envbuild promote` gives it the spec's tags.
 
+Every bake target names its `platforms` (resolve.platform_choice.target_platforms). A spec target with
+several platforms has one context per platform (`<out>/<target>/<arch>/`: the lock's hashes, the base
+image digest and the uv binary differ), so it becomes one bake target per platform, `<target>-<arch>`,
+each with its own candidate tag (`candidate-<target>-<arch>`): every platform is verified on its own,
+and `envbuild promote A@sha256:.. B@sha256:.. --to TAG` then pushes the multi-platform index. One bake
+target with two platforms would need one context valid for both, which a hash-checked lock is not.
+
 Bake's JSON form and attribute names follow the Bake file reference:
 https://docs.docker.com/build/bake/reference/
 (BAKE_SCHEMA below is written from that page: the document publishes no JSON Schema of its own.)
@@ -19,11 +26,13 @@ import shlex
 from envbuild._util.outputs import check_output, write_output
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
+from envbuild.matrix.platforms import short
+from envbuild.render.context import context_dir
 from envbuild.render.plan import build_plan
+from envbuild.resolve.platform_choice import target_platforms
 from envbuild.spec.lockfile import Lock
-from envbuild.spec.model import Spec
+from envbuild.spec.model import Spec, Target
 
-PLATFORM = "linux/amd64"
 _BAKE_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 _STRING_LIST = {"type": "array", "items": {"type": "string"}}
@@ -107,22 +116,40 @@ def bake_target_name(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "-", name)
 
 
-def candidate_tag(repository: str, target: str) -> str:
-    """Where a built, not yet verified image lives: `envbuild verify` finds it by this ref."""
-    return f"{repository}:candidate-{target}"
+def candidate_tag(repository: str, target: str, platform: str | None = None) -> str:
+    """Where a built, not yet verified image lives: `envbuild verify` finds it by this ref. `platform`:
+    one platform's candidate of a target with several (candidate-<target>-<arch>)."""
+    suffix = f"-{short(platform)}" if platform else ""
+    return f"{repository}:candidate-{target}{suffix}"
 
 
-def bake_names(spec: Spec) -> dict[str, str]:
+def platform_builds(matrix: Matrix | None, target: Target) -> list[tuple[str, str | None]]:
+    """(bake-name suffix, platform or None) per build of `target`: [("", None)] for a target with one
+    platform, [("-amd64", "linux/amd64"), ("-arm64", "linux/arm64")] for one with two. No matrix: the
+    spec's own platforms (enough to name the builds; target_platforms adds what GPUs imply)."""
+    platforms = target_platforms(matrix, target.stack) if matrix is not None else target.stack.platforms
+    if len(platforms) < 2:
+        return [("", None)]
+    return [(f"-{short(p)}", p) for p in platforms]
+
+
+def bake_names(spec: Spec, matrix: Matrix | None = None) -> dict[str, str]:
+    """Spec target name -> its bake target name; with several platforms, each platform's bake name
+    (`<name>-<arch>`) must be free too, so it is checked against every other target's."""
     names: dict[str, str] = {}
+    taken: dict[str, str] = {}
     for target in spec.targets:
         bake = bake_target_name(target.name)
-        if bake in names.values():
-            other = next(k for k, v in names.items() if v == bake)
-            raise UsageError(
-                f"{spec.path}: targets {other!r} and {target.name!r} are both {bake!r} as bake targets "
-                "(bake allows only letters, digits, _ and -)",
-                fix="rename one of the [[target]]s",
-            )
+        for suffix, _ in platform_builds(matrix, target):
+            if bake + suffix in taken:
+                other = taken[bake + suffix]
+                raise UsageError(
+                    f"{spec.path}: targets {other!r} and {target.name!r} are both {bake + suffix!r} as bake "
+                    "targets (bake allows only letters, digits, _ and -; a target with several platforms "
+                    "is one bake target per platform, <name>-<arch>)",
+                    fix="rename one of the [[target]]s",
+                )
+            taken[bake + suffix] = target.name
         names[target.name] = bake
     return names
 
@@ -142,20 +169,25 @@ def bake_file(
     the rendered Dockerfile does.
     """
     repository = spec.image.repository
-    names = bake_names(spec)
+    names = bake_names(spec, matrix)
     targets: dict[str, dict] = {}
     for target in spec.targets:
-        plan = build_plan(matrix, spec, target, lock=lock.target(target.name) if lock else None)
-        cache = cache_ref or f"{repository}:buildcache-{target.name}"
-        targets[names[target.name]] = {
-            "context": f"{out_dir}/{target.name}",
-            "dockerfile": "Dockerfile",
-            "tags": [candidate_tag(repository, target.name)],
-            "labels": dict(plan.labels),
-            "cache-from": [f"type=registry,ref={cache}"],
-            "cache-to": [f"type=registry,ref={cache},mode=max"],
-            "platforms": [PLATFORM],
-        }
+        platforms = target_platforms(matrix, target.stack)
+        for suffix, platform in platform_builds(matrix, target):
+            chosen = platform or platforms[0]
+            locked = lock.target(target.name, chosen) if lock else None
+            plan = build_plan(matrix, spec, target, lock=locked, platform=chosen)
+            cache = cache_ref or f"{repository}:buildcache-{target.name}{suffix}"
+            context = context_dir(out_dir, target.name, chosen, platforms).replace(os.sep, "/")
+            targets[names[target.name] + suffix] = {
+                "context": context,
+                "dockerfile": "Dockerfile",
+                "tags": [candidate_tag(repository, target.name, platform)],
+                "labels": dict(plan.labels),
+                "cache-from": [f"type=registry,ref={cache}"],
+                "cache-to": [f"type=registry,ref={cache},mode=max"],
+                "platforms": [chosen],
+            }
     return {"group": {"default": {"targets": list(targets)}}, "target": targets}
 
 
@@ -172,13 +204,18 @@ def bake_json(
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def missing_contexts(spec: Spec, contexts: str) -> list[str]:
-    """The targets' context directories under `contexts` that hold no rendered Dockerfile."""
-    return [
-        os.path.join(contexts, target.name)
-        for target in spec.targets
-        if not os.path.isfile(os.path.join(contexts, target.name, "Dockerfile"))
-    ]
+def missing_contexts(spec: Spec, contexts: str, matrix: Matrix | None = None) -> list[str]:
+    """The targets' context directories under `contexts` (one per platform of a target with several)
+    that hold no rendered Dockerfile."""
+    missing = []
+    for target in spec.targets:
+        builds = platform_builds(matrix, target)
+        platforms = tuple(p for _, p in builds if p) or ("linux/amd64",)
+        for _, platform in builds:
+            directory = context_dir(contexts, target.name, platform or platforms[0], platforms)
+            if not os.path.isfile(os.path.join(directory, "Dockerfile")):
+                missing.append(directory)
+    return missing
 
 
 def write_bake_file(
@@ -191,7 +228,7 @@ def write_bake_file(
     fail later, inside `docker buildx bake`, far from the cause; nothing is written then.
     """
     check_output(path, default_name="docker-bake.json")
-    missing = missing_contexts(spec, contexts)
+    missing = missing_contexts(spec, contexts, matrix)
     if missing:
         spec_arg = f" -f {shlex.quote(spec_path)}" if spec_path else ""
         raise UsageError(

@@ -14,11 +14,13 @@ from envbuild._util import toml
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix, gpu_index
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.versions import sm_name
 from envbuild.oci.reference import registry_host
 from envbuild.render.plan import build_plan
+from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.query import parse_gpu
-from envbuild.scaleout.bake import bake_names
+from envbuild.scaleout.bake import bake_names, platform_builds
 from envbuild.scaleout.install import install_source
 from envbuild.scaleout.quoting import shell_word
 from envbuild.spec.lockfile import lock_path
@@ -30,10 +32,26 @@ DEFAULT_GPU_LABELS = ("self-hosted", "gpu")
 
 
 class VerifyJob(Record):
-    __slots__ = ("target", "gpu", "labels")
+    __slots__ = ("target", "gpu", "labels", "build", "platform")
     target: str
     gpu: str  # sm_XY, or "cpu" when the spec's smoke step runs on CPU
     labels: tuple[str, ...]  # the runner labels (GitHub) / tags (GitLab); () for CPU: any runner
+    build: str  # the Build.key whose candidate it verifies
+    platform: str
+
+
+class Build(Record):
+    """One image the build job makes: a target on one platform.
+
+    key: names its candidate tag, cache and artifacts: the target's name, or <target>-<arch> for one
+    platform of a target with several. context: its rendered context under render's -o directory
+    (render.context.context_dir): <target>, or <target>/<arch>."""
+
+    __slots__ = ("key", "target", "platform", "context")
+    key: str
+    target: str
+    platform: str
+    context: str
 
 
 class CiPlan(Record):
@@ -50,6 +68,8 @@ class CiPlan(Record):
         "verify_jobs",
         "promotions",
         "smoke",
+        "builds",
+        "platformed",
     )
     spec_path: str  # as the checkout names it
     spec_arg: str  # the word after -f in a script (shell-quoted)
@@ -63,6 +83,8 @@ class CiPlan(Record):
     verify_jobs: tuple[VerifyJob, ...]
     promotions: tuple[tuple[str, tuple[str, ...]], ...]  # (target, final tags)
     smoke: object  # the spec's SmokeSpec
+    builds: tuple[Build, ...]  # per target and platform, in spec order
+    platformed: bool  # some target is built for other platforms than linux/amd64 alone
 
 
 def ci_plan(
@@ -82,7 +104,7 @@ def ci_plan(
     labels = tuple(gpu_labels) if gpu_labels is not None else DEFAULT_GPU_LABELS
     staging = staging or spec.image.repository
     targets = tuple(t.name for t in spec.targets)
-    bake_names(spec)  # the same names must also work as bake targets
+    bake_names(spec, matrix)  # the same names must also work as bake targets
     extra = ""
     if matrix_path is not None:
         extra += f" --matrix {path_word(matrix_path)}"
@@ -94,14 +116,33 @@ def ci_plan(
                 f"--base-image {base_image!r} {exc}", fix="pass the image reference render and build use"
             ) from None
         extra += f" --base-image {shell_word(base_image)}"
-    if spec.smoke.device == "gpu":
-        verify = [
-            VerifyJob(target=name, gpu=runner[-1], labels=tuple(runner))
-            for name in targets
-            for runner in gpu_runner_labels(matrix, spec, name, list(labels))
-        ]
-    else:  # the spec's smoke step runs on CPU: any runner will do
-        verify = [VerifyJob(target=name, gpu="cpu", labels=()) for name in targets]
+    builds = tuple(
+        Build(
+            key=target.name + suffix,
+            target=target.name,
+            platform=platform or target_platforms(matrix, target.stack)[0],
+            context=f"{target.name}/{suffix[1:]}" if platform else target.name,
+        )
+        for target in spec.targets
+        for suffix, platform in platform_builds(matrix, target)
+    )
+    verify = []
+    for build in builds:  # each platform's image is verified on its own, on a runner of its machine
+        if spec.smoke.device == "gpu":
+            for runner in gpu_runner_labels(matrix, spec, build.target, list(labels)):
+                verify.append(
+                    VerifyJob(
+                        target=build.target,
+                        gpu=runner[-1],
+                        labels=tuple(runner),
+                        build=build.key,
+                        platform=build.platform,
+                    )
+                )
+        else:  # the spec's smoke step runs on CPU: any runner of the platform will do
+            verify.append(
+                VerifyJob(target=build.target, gpu="cpu", labels=(), build=build.key, platform=build.platform)
+            )
     promotions = tuple(
         (t.name, tuple(build_plan(matrix, spec, t, base_image=base_image).tags)) for t in spec.targets
     )
@@ -118,6 +159,8 @@ def ci_plan(
         verify_jobs=tuple(verify),
         promotions=promotions,
         smoke=spec.smoke,
+        builds=builds,
+        platformed=any(build.platform != DEFAULT_PLATFORM or build.key != build.target for build in builds),
     )
 
 

@@ -13,6 +13,14 @@ the values the user chooses freely (directory names), so they are checked for th
 quoting can stop: `${{`, which the Actions runner substitutes into the script before any shell reads
 it. The values both CI generators share (targets, verify fan-out, tags, install, lock seal, the
 arguments every envbuild command repeats) come from scaleout.ciplan.
+
+Platforms: a spec whose targets are all linux/amd64 gets the workflow it always got. Otherwise each
+target is built once per platform (ciplan.Build), natively: linux/arm64 on GitHub's hosted arm64 Linux
+runner, linux/amd64 on ubuntu-latest; or, with `qemu=True` (`ci github --qemu`), every build on an
+x86_64 runner with docker/setup-qemu-action (emulated builds take several times as long: docs/ci.md).
+Each platform's candidate is verified on its own (a GPU runner also carries its machine's
+architecture label), and promote pushes one multi-platform index over the verified digests
+(`envbuild promote A@sha256:.. B@sha256:.. --to TAG --report .. --report ..`).
 """
 
 from __future__ import annotations
@@ -22,9 +30,9 @@ from envbuild._util.outputs import check_output, write_output
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.scaleout.actionpins import pin_actions, read_pins
-from envbuild.scaleout.bake import PLATFORM
-from envbuild.scaleout.ciplan import LOCK_KEY_ENV, ci_plan
+from envbuild.scaleout.ciplan import LOCK_KEY_ENV, CiPlan, VerifyJob, ci_plan
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -32,6 +40,15 @@ from envbuild.spec.model import Spec
 TEMPLATE = "ci/github-workflow.yml.j2"
 COMMAND = "ci github"
 CPU_RUNNER = "ubuntu-latest"
+# GitHub's hosted arm64 Linux runners (ubuntu-24.04-arm, ubuntu-22.04-arm), free for public repositories:
+# https://github.blog/changelog/2025-01-16-linux-arm64-hosted-runners-now-available-for-free-in-public-repositories-public-preview/
+# (a private repository without them: `ci github --qemu`)
+NATIVE_RUNNERS = {"linux/amd64": CPU_RUNNER, "linux/arm64": "ubuntu-24.04-arm"}
+# The architecture label every self-hosted runner gets by default (x64, ARM, ARM64), so a GPU verify job
+# of one platform lands on a machine of that platform:
+# https://docs.github.com/en/actions/how-tos/manage-runners/self-hosted-runners/use-in-a-workflow
+RUNNER_ARCH_LABELS = {"linux/amd64": "x64", "linux/arm64": "ARM64"}
+QEMU_ACTION = "docker/setup-qemu-action@v3"
 PYTHON = "3.11"
 WORKFLOWS_DIR = (".github", "workflows")  # where GitHub reads workflows: created when missing
 OUT_DIR = "build"  # where the workflow renders (`envbuild render -o build`)
@@ -60,6 +77,7 @@ def workflow_yaml(
     base_image: str | None = None,
     matrix_path: str | None = None,
     action_pins: str | None = None,
+    qemu: bool = False,
 ) -> str:
     """The workflow file.
 
@@ -68,6 +86,7 @@ def workflow_yaml(
     verify job adds the sm_XY label of its GPU). staging: the repository candidates are pushed to
     (default the spec's repository). install: what `pip install` gets (default: see scaleout.install).
     base_image: render's and lock --check's --base-image. action_pins: a pin file (scaleout.actionpins).
+    qemu: build (and CPU-verify) every platform on x86_64 runners under QEMU rather than natively.
     """
     for flag, path in (("-f", spec_path), ("--matrix", matrix_path)):
         if path is not None:
@@ -83,6 +102,9 @@ def workflow_yaml(
         matrix_path=matrix_path,
     )
     actions = dict(ACTIONS)
+    qemu = qemu and any(build.platform != DEFAULT_PLATFORM for build in plan.builds)
+    if qemu:  # only a workflow that uses it names it (and needs its pin)
+        actions["setup_qemu"] = QEMU_ACTION
     if action_pins is not None:
         actions = pin_actions(actions, read_pins(action_pins), action_pins)
     context = {
@@ -92,23 +114,84 @@ def workflow_yaml(
         "install": f"python -m pip install {shell_word(plan.install)}",
         "python": PYTHON,
         "cpu_runner": CPU_RUNNER,
-        "platform": PLATFORM,
+        "platform": "${{ matrix.platform }}" if plan.platformed else DEFAULT_PLATFORM,
+        "context_key": "context" if plan.platformed else "target",
+        "qemu": qemu,
+        "builds": [
+            {
+                **{name: getattr(build, name) for name in build.__slots__},
+                "runner": _runner(build.platform, qemu),
+                "emulated": _emulated(build.platform, qemu),
+            }
+            for build in plan.builds
+        ],
         "out_dir": OUT_DIR,
         "digest_pattern": DIGEST_PATTERN,
         "key_env": LOCK_KEY_ENV,
         "not_pull_request": NOT_PULL_REQUEST,
         "verify_jobs": [
-            {"target": job.target, "gpu": job.gpu, "runner": list(job.labels) or [CPU_RUNNER]}
+            {
+                "target": job.target,
+                "gpu": job.gpu,
+                "runner": _verify_runner(job, plan, qemu),
+                "build": job.build,
+                "platform": job.platform,
+                "emulated": not job.labels and _emulated(job.platform, qemu),
+            }
             for job in plan.verify_jobs
         ],
         "promotions": [
-            {"target": name, "to": " ".join(f"--to {shell_word(tag)}" for tag in tags)}
+            {
+                "target": name,
+                "to": " ".join(f"--to {shell_word(tag)}" for tag in tags),
+                "script": promote_script([b.key for b in plan.builds if b.target == name], tags),
+            }
             for name, tags in plan.promotions
         ],
     }
     filters = {"yaml": yaml_scalar, "block": yaml_block, "sh": shell_word, "comment": comment_text}
     template = environment(filters).get_template(TEMPLATE)
     return template.render(context)
+
+
+def _runner(platform: str, qemu: bool) -> str:
+    """The hosted runner that builds `platform`: natively, or with qemu every one on x86_64."""
+    return CPU_RUNNER if qemu else NATIVE_RUNNERS[platform]
+
+
+def _emulated(platform: str, qemu: bool) -> bool:
+    return qemu and platform != DEFAULT_PLATFORM
+
+
+def _verify_runner(job: VerifyJob, plan: CiPlan, qemu: bool) -> list[str]:
+    """A GPU verify job's labels, with its machine's architecture label when the spec builds other
+    platforms (an amd64-only spec keeps the labels it always had); a CPU one: a hosted runner."""
+    labels = list(job.labels)
+    if not labels:
+        return [_runner(job.platform, qemu) if plan.platformed else CPU_RUNNER]
+    if plan.platformed:
+        labels.append(RUNNER_ARCH_LABELS[job.platform])
+    return labels
+
+
+def promote_script(builds: list[str], tags: tuple[str, ...]) -> str:
+    """The promote step of one target of a multi-platform spec: each build's digest (checked) and its
+    first verify record; one build promotes that image, several push one multi-platform index."""
+    to = " ".join(f"--to {shell_word(tag)}" for tag in tags)
+    return (
+        "images=()\n"
+        "reports=()\n"
+        f"for build in {' '.join(shell_word(b) for b in builds)}; do\n"
+        '  digest="$(cat "digest-$build.txt")"\n'
+        f"  if ! printf '%s' \"$digest\" | grep -Eq '{DIGEST_PATTERN}'; then\n"
+        '    echo "::error::digest-$build.txt holds no sha256 digest: $digest"\n'
+        "    exit 1\n"
+        "  fi\n"
+        '  images+=("$STAGING@$digest")\n'
+        '  reports+=(--report "$(ls verify/record-verify-"$build"-*/smoke.json | head -n 1)")\n'
+        "done\n"
+        f'envbuild promote "${{images[@]}}" {to} "${{reports[@]}}"\n'
+    )
 
 
 def write_workflow(
@@ -121,6 +204,7 @@ def write_workflow(
     base_image: str | None = None,
     matrix_dir: str | None = None,
     action_pins: str | None = None,
+    qemu: bool = False,
 ) -> None:
     """`envbuild ci github`: the workflow file at `path`.
 
@@ -140,6 +224,7 @@ def write_workflow(
         base_image=base_image,
         matrix_path=None if matrix_dir is None else repo_relative(matrix_dir, "--matrix", root, COMMAND),
         action_pins=action_pins,
+        qemu=qemu,
     )
     write_output(path, text, default_name="envbuild.yml", creatable=WORKFLOWS_DIR)
 

@@ -8,6 +8,10 @@ rather than with `parallel: matrix`, so each `needs:` names exactly the jobs who
 a build job hands its digest on as a dotenv report (DIGEST), each verify job its smoke report under
 verify/<gpu>/.
 
+Multi-platform specs are refused (refuse_platforms): the pipeline builds linux/amd64 on a docker:dind
+executor, and GitLab's hosted arm64 runners, QEMU and per-platform verify jobs are not written here
+yet; `ci github` writes them, and `envbuild bake` builds each platform.
+
 GitLab runs `script:` lines with a POSIX shell and does not expand variables inside them (it does in
 `tags:` and `variables:`), so the quoting is the GitHub generator's (scaleout.quoting) and a runner tag
 holding `$` is refused.
@@ -20,7 +24,7 @@ from envbuild._util.outputs import check_output, write_output
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
-from envbuild.scaleout.bake import PLATFORM
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.scaleout.ciplan import LOCK_KEY_ENV, ci_plan
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
@@ -63,6 +67,7 @@ def pipeline_yaml(
         base_image=base_image,
         matrix_path=matrix_path,
     )
+    refuse_platforms(plan.builds, spec.path)
     context = {
         "version": __version__,
         "plan": plan,
@@ -70,7 +75,7 @@ def pipeline_yaml(
         "python_image": PYTHON_IMAGE,
         "docker_image": DOCKER_IMAGE,
         "dind_service": DIND_SERVICE,
-        "platform": PLATFORM,
+        "platform": DEFAULT_PLATFORM,
         "out_dir": OUT_DIR,
         "digest_pattern": DIGEST_PATTERN,
         "key_env": LOCK_KEY_ENV,
@@ -112,6 +117,19 @@ def write_pipeline(
         matrix_path=None if matrix_dir is None else repo_relative(matrix_dir, "--matrix", root, COMMAND),
     )
     write_output(path, text, default_name=".gitlab-ci.yml")
+
+
+def refuse_platforms(builds: tuple, spec_path: str) -> None:
+    """A pipeline that built linux/amd64 for an arm64 target would be wrong without a word: refuse."""
+    other = [b for b in builds if b.platform != DEFAULT_PLATFORM]
+    if other:
+        targets = ", ".join(dict.fromkeys(f"{b.target!r} ({b.platform})" for b in other))
+        raise UsageError(
+            f"{spec_path}: `envbuild {COMMAND}` builds linux/amd64 only, and target {targets} is for "
+            "another platform",
+            fix="use `envbuild ci github` (it builds each platform on its own runner), or build each "
+            "platform with `envbuild bake` / `envbuild build` on a runner of that platform",
+        )
 
 
 def check_tag(tag: str) -> str:

@@ -89,3 +89,14 @@ def test_the_gitlab_schema_check_rejects_a_broken_pipeline(matrix, tmp_path):
     path = tmp_path / ".gitlab-ci.yml"
     yaml_dump(pipeline, path)
     assert check_gitlab_ci(path).returncode == 1
+
+
+@pytest.mark.parametrize("qemu", [False, True])
+def test_a_two_platform_workflow_passes_the_github_workflow_schema(matrix, tmp_path, qemu):
+    """Issue 19: per-platform builds (native arm64 runners, or QEMU), verify and the index promote."""
+    spec = load_spec(str(GOLDEN / "ci" / "platforms.toml"))
+    path = tmp_path / "envbuild.yml"
+    path.write_text(workflow_yaml(matrix, spec, install=INSTALL, qemu=qemu))
+    result = check_workflow(path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ok -- validation done" in result.stdout

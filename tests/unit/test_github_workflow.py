@@ -38,6 +38,8 @@ CASES = {  # golden file -> (spec, keyword arguments)
     "two-staging": (GOLDEN / "ci" / "two.toml", {"staging": "docker.io/acme/staging"}),
     "cpu": (GOLDEN / "ci" / "cpu.toml", {"spec_path": "ci/env build.toml"}),
     "hub": (GOLDEN / "ci" / "hub.toml", {"staging": "quay.io/acme/stage"}),
+    "platforms": (GOLDEN / "ci" / "platforms.toml", {}),  # issue 19: arm64 builds on arm64 runners
+    "platforms-qemu": (GOLDEN / "ci" / "platforms.toml", {"qemu": True}),
     "sealed-pinned": (
         GOLDEN / "ci" / "sealed" / "envbuild.toml",
         {
