@@ -180,6 +180,7 @@ def write_context(
                 plan.framework_requirements,
                 plan.python,
                 cuda=bool(plan.cuda_lines),
+                platform=plan.platform,
             )
         if plan is not None and plan.installer == "uv":
             from envbuild.render.uvbin import place_uv

@@ -12,6 +12,8 @@ import zipfile
 from email.parser import HeaderParser
 
 from envbuild.errors import UsageError
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
+from envbuild.matrix.platforms import platform as platform_named
 from envbuild.render.cudalayer import is_cuda_package
 
 _WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
@@ -21,14 +23,15 @@ def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def target_environment(python: str) -> dict[str, str]:
-    """Marker values of the image (linux x86_64 CPython), not of the host running envbuild."""
+def target_environment(python: str, platform: str = DEFAULT_PLATFORM) -> dict[str, str]:
+    """Marker values of the image (linux CPython on `platform`'s machine), not of the host running
+    envbuild: an aarch64 image's wheelhouse follows aarch64 markers."""
     return {
         "python_version": python,
         "python_full_version": f"{python}.0",
         "sys_platform": "linux",
         "platform_system": "Linux",
-        "platform_machine": "x86_64",
+        "platform_machine": platform_named(platform).machine,
         "os_name": "posix",
         "implementation_name": "cpython",
         "platform_python_implementation": "CPython",
@@ -78,7 +81,9 @@ def _wheel_files(directory: str) -> list[str]:
     return wheels
 
 
-def framework_closure(directory: str, requirements: tuple[str, ...], python: str) -> set[str]:
+def framework_closure(
+    directory: str, requirements: tuple[str, ...], python: str, platform: str = DEFAULT_PLATFORM
+) -> set[str]:
     """File names of the wheels the framework requirements pull in, for the image's platform."""
     from packaging.requirements import InvalidRequirement, Requirement
 
@@ -87,7 +92,7 @@ def framework_closure(directory: str, requirements: tuple[str, ...], python: str
         match = _WHEEL_RE.match(filename)
         if match:
             wheels.setdefault(canonical(match.group("name")), []).append(filename)
-    environment = target_environment(python)
+    environment = target_environment(python, platform)
     wanted: list[tuple[str, frozenset[str]]] = []
     for text in requirements:
         requirement = Requirement(text)
@@ -116,7 +121,13 @@ def framework_closure(directory: str, requirements: tuple[str, ...], python: str
 
 
 def split_wheelhouse(
-    directory: str, destination: str, requirements: tuple[str, ...], python: str, *, cuda: bool = False
+    directory: str,
+    destination: str,
+    requirements: tuple[str, ...],
+    python: str,
+    *,
+    cuda: bool = False,
+    platform: str = DEFAULT_PLATFORM,
 ) -> None:
     """Copy (hard-link where possible) into destination/framework and destination/user; with `cuda`,
     the framework's CUDA wheels (envbuild.render.cudalayer) into destination/cuda, the CUDA layer's
@@ -126,7 +137,7 @@ def split_wheelhouse(
             f"--wheelhouse {directory} is not a directory",
             fix="make one with `pip download -d DIR ...` for the image's Python and platform",
         )
-    closure = framework_closure(directory, requirements, python)
+    closure = framework_closure(directory, requirements, python, platform)
     framework_names = {
         canonical(r.split("[")[0].split("=")[0].split("<")[0].split(">")[0]) for r in requirements
     }
@@ -134,7 +145,7 @@ def split_wheelhouse(
         raise UsageError(
             f"--wheelhouse {directory} has no wheel for {', '.join(requirements)}",
             fix="pip download the framework into it for the image's Python and platform "
-            "(--python-version, --platform manylinux_2_28_x86_64 --only-binary=:all:)",
+            f"(--python-version, --platform {platform_named(platform).wheel_tags[0]} --only-binary=:all:)",
         )
     parts = ("framework", "user", "cuda") if cuda else ("framework", "user")
     for part in parts:
