@@ -433,10 +433,14 @@ class OneImageRegistry(LoopbackServer):
 OCI_INDEX = "application/vnd.oci.image.index.v1+json"
 
 
-def upload_index(host: str, repo: str, tag: str, platforms: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+def upload_index(
+    host: str, repo: str, tag: str, platforms: tuple[str, ...], *, index: bool = True
+) -> tuple[str, dict[str, str]]:
     """Put a multi-platform image as `repo:tag` over the registry API (no Engine needed): one
-    layerless image per platform ("linux/arm64"), its config naming that os and architecture, and
-    an OCI image index listing them. (the index's digest, {platform: its manifest's digest})."""
+    layerless image per platform ("linux/arm64", or with a variant, "linux/arm64/v8"), its config
+    naming that os and architecture, and an OCI image index listing them, with the variant in the
+    entry's platform as buildx writes it. (the index's digest, {platform: its manifest's digest}).
+    `index=False` with one platform tags that image's manifest itself: a single-platform image."""
     manifests = {}
     for platform in platforms:
         os_name, architecture = platform.split("/")[:2]
@@ -469,7 +473,16 @@ def upload_index(host: str, repo: str, tag: str, platforms: tuple[str, ...]) -> 
         )
         assert stored.status_code == 201, stored.text
         manifests[platform] = (digest, len(manifest))
-    index = json.dumps(
+        if not index:
+            tagged = requests.put(
+                f"http://{host}/v2/{repo}/manifests/{tag}",
+                data=manifest,
+                headers={"Content-Type": MANIFEST_V2},
+                timeout=10,
+            )
+            assert tagged.status_code == 201, tagged.text
+            return digest, {platform: digest}
+    document = json.dumps(
         {
             "schemaVersion": 2,
             "mediaType": OCI_INDEX,
@@ -478,7 +491,7 @@ def upload_index(host: str, repo: str, tag: str, platforms: tuple[str, ...]) -> 
                     "mediaType": MANIFEST_V2,
                     "digest": digest,
                     "size": size,
-                    "platform": {"os": p.split("/")[0], "architecture": p.split("/")[1]},
+                    "platform": dict(zip(("os", "architecture", "variant"), p.split("/"), strict=False)),
                 }
                 for p, (digest, size) in manifests.items()
             ],
@@ -486,9 +499,9 @@ def upload_index(host: str, repo: str, tag: str, platforms: tuple[str, ...]) -> 
     ).encode()
     stored = requests.put(
         f"http://{host}/v2/{repo}/manifests/{tag}",
-        data=index,
+        data=document,
         headers={"Content-Type": OCI_INDEX},
         timeout=10,
     )
     assert stored.status_code == 201, stored.text
-    return "sha256:" + hashlib.sha256(index).hexdigest(), {p: d for p, (d, _) in manifests.items()}
+    return "sha256:" + hashlib.sha256(document).hexdigest(), {p: d for p, (d, _) in manifests.items()}

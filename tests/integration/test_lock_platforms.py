@@ -199,6 +199,25 @@ def test_a_base_index_without_the_platform_is_a_lock_error_naming_what_it_has(
     assert not (project / "envbuild.lock").exists()
 
 
+def test_an_arm64_v8_entry_is_arm64_and_a_single_amd64_image_is_refused_for_arm64(
+    capsys, served, anonymous_registry: str
+) -> None:
+    framework, user, project = served
+    repo = f"envbuild-test/lock-platforms-{uuid.uuid4().hex[:8]}"
+    _, manifests = upload_index(anonymous_registry, repo, "v8", ("linux/amd64", "linux/arm64/v8"))
+    (project / "envbuild.toml").write_text(jax_spec(framework.url, user.url, "linux/arm64"))
+    code, _, err = run_lock(capsys, project, "--base-image", f"{anonymous_registry}/{repo}:v8")
+    assert code == 0, err
+    assert entries(project)["linux/arm64"]["base"].endswith(f"@{manifests['linux/arm64/v8']}")
+
+    upload_index(anonymous_registry, repo, "single", ("linux/amd64",), index=False)
+    (project / "envbuild.lock").unlink()
+    code, _, err = run_lock(capsys, project, "--base-image", f"{anonymous_registry}/{repo}:single")
+    assert code == 1
+    assert f"{repo}:single is a single-platform image for linux/amd64, not linux/arm64" in err
+    assert not (project / "envbuild.lock").exists()
+
+
 # --- (d) lock --check -------------------------------------------------------------------------------
 
 
