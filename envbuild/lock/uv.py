@@ -324,17 +324,21 @@ def export_pylock(target: LockedTarget) -> str:
     return "\n".join(header) + "\n" + "".join(f"\n[[packages]]\n{b}\n" for b in blocks)
 
 
-def pylock_name(target: str) -> str:
-    """PEP 751 names have no dots: pylock.<name>.toml."""
-    return f"pylock.{target.replace('.', '-')}.toml"
+def pylock_name(target: str, platform: str | None = None) -> str:
+    """PEP 751 names have no dots: pylock.<name>.toml, or pylock.<name>-<arch>.toml for one platform
+    of a target that is not amd64-only (each platform's entry is a file of its own)."""
+    suffix = f"-{platform_named(platform).architecture}" if platform else ""
+    return f"pylock.{target.replace('.', '-')}{suffix}.toml"
 
 
 def write_pylocks(lock: Lock, lock_file: str) -> list[str]:
-    """`envbuild lock --pylock`: pylock.<target>.toml for every target, next to the lock file; their
-    paths."""
+    """`envbuild lock --pylock`: a PEP 751 file for every target and platform, next to the lock
+    file; their paths."""
     written = []
     for target in lock.targets:
-        out = os.path.join(os.path.dirname(lock_file), pylock_name(target.name))
+        several = lock.platforms(target.name) != (DEFAULT_PLATFORM,)
+        name = pylock_name(target.name, target.platform if several else None)
+        out = os.path.join(os.path.dirname(lock_file), name)
         write_atomic(out, export_pylock(target))
         written.append(out)
     return written

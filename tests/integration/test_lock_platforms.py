@@ -141,6 +141,16 @@ def test_a_two_platform_target_has_an_entry_per_platform_with_its_own_wheels(cap
         assert line in out
     assert "target default (linux/arm64): user layer" in err
 
+    # PEP 751 export: a file per platform, each for its own machine and with its own wheels
+    code, out, err = run_lock(capsys, project, "--base-image", BASE, "--pylock")
+    assert code == 0, err
+    for arch, machine in (("amd64", "x86_64"), ("arm64", "aarch64")):
+        pylock = (project / f"pylock.default-{arch}.toml").read_text()
+        assert f"platform_machine == '{machine}'" in pylock
+        assert f"manylinux_2_28_{machine}.whl" in pylock
+        assert "manylinux_2_28_" + ("aarch64" if machine == "x86_64" else "x86_64") not in pylock
+    assert not (project / "pylock.default.toml").exists()
+
     # unchanged: the no-op relock stays a no-op, entries and all
     before = (project / "envbuild.lock").stat().st_mtime_ns
     code, out, err = run_lock(capsys, project, "--base-image", BASE)
