@@ -94,6 +94,31 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def arm64_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """jax[cuda12-local] 0.10.2 and its closure for CPython 3.11 on aarch64 (manylinux_2_28's tags,
+    envbuild.matrix.platforms): ENVBUILD_TEST_WHEELHOUSE_ARM64 when .ci/run prepared it, else
+    `pip download`ed here."""
+    import sys
+
+    from envbuild.matrix.platforms import platform
+
+    prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE_ARM64")
+    if prepared and all(
+        any(Path(prepared).glob(pattern)) for pattern in ("jax-0.10.2-*.whl", "jaxlib-0.10.2-*_aarch64.whl")
+    ):
+        return Path(prepared)
+    directory = tmp_path_factory.mktemp("arm64-wheelhouse")
+    tags = [flag for tag in platform("linux/arm64").wheel_tags for flag in ("--platform", tag)]
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "jax[cuda12-local]==0.10.2"]
+    command += ["--python-version", "3.11", "--only-binary=:all:", *tags, "-d", str(directory)]
+    try:
+        subprocess.run(command, check=True)
+    except subprocess.CalledProcessError as exc:
+        pypi_unreachable(f"pip download of the arm64 wheelhouse exited {exc.returncode}")
+    return directory
+
+
+@pytest.fixture(scope="session")
 def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28."""
     try:
@@ -181,7 +206,7 @@ def images() -> Iterator[list[str]]:
 # The session fixtures above that `pip download` from PyPI (or pip's configured index): every test that
 # uses one gets the `pypi` marker, so `-m "not pypi"` runs what needs no PyPI. A test module that
 # reaches PyPI itself sets `pytestmark = pytest.mark.pypi`.
-PYPI_FIXTURES = frozenset({"framework_wheels", "indexes", "wheelhouse"})
+PYPI_FIXTURES = frozenset({"arm64_wheelhouse", "framework_wheels", "indexes", "wheelhouse"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -45,8 +45,11 @@ def _warn_base_images(lock, matrix, spec) -> None:
     from envbuild.render.eolfix import lock_advice
 
     images = [(target.name, target.base_image) for target in lock.targets]
+    shown = set()
     for name, warning in lock_advice(matrix, spec, images, today()):
-        sys.stderr.write(f"warning: target {name}: {warning.message}\n  fix: {warning.fix}\n")
+        if (name, warning.message) not in shown:  # a target's platforms share their base's tag
+            shown.add((name, warning.message))
+            sys.stderr.write(f"warning: target {name}: {warning.message}\n  fix: {warning.fix}\n")
 
 
 def resolve(args: argparse.Namespace) -> int:
@@ -174,7 +177,7 @@ def lock(args: argparse.Namespace) -> int:
     finally:
         progress.close()  # a step that raised: its live line goes before the error prints
     if new is previous:  # up to date: nothing resolved, nothing written (locker.up_to_date)
-        count = len(new.targets)
+        count = len({t.name for t in new.targets})  # a target locked for two platforms is one target
         print(
             f"{path} is up to date with {args.file} and the matrix ({count} target{'s' * (count != 1)}); "
             "nothing resolved"
@@ -238,7 +241,9 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
         sys.stderr.writelines(f"  - {p.message}\n" for p in problems)
         sys.stderr.write("  fix: run `envbuild lock` and commit envbuild.lock\n")
         return EXIT_FAILURE
-    checked = f"target {args.target}" if args.target else f"{len(current.targets)} target(s)"
+    checked = (
+        f"target {args.target}" if args.target else f"{len({t.name for t in current.targets})} target(s)"
+    )
     print(f"{path} matches {args.file} and the matrix ({checked})")
     return EXIT_OK
 

@@ -1,10 +1,13 @@
 """`envbuild lock`: the whole stack of every target pinned in one byte-stable TOML file.
 
-Per target: the resolved stack, the base image by digest, and the complete Python closure for linux
-x86_64 at the target's Python (name, version, the index it came from, every sha256). The closure is
-resolved by uv for the *target* platform (envbuild.lock.uv), in two layers that mirror the image: the
-framework from its variant's index, then the user packages from the spec's index with the framework's
-closure as constraints. The file format is envbuild.spec.lockfile.
+Per target and platform (envbuild.resolve.platform_choice: linux/amd64, linux/arm64 or both): the
+resolved stack, the base image by the digest of that platform's manifest, and the complete Python
+closure for that platform at the target's Python (name, version, the index it came from, every
+sha256). Each platform is its own `[[target]]` entry, because wheels, hashes and marker-gated
+dependencies differ between x86_64 and aarch64. The closure is resolved by uv for the *target*
+platform (envbuild.lock.uv), in two layers that mirror the image: the framework from its variant's
+index, then the user packages from the spec's index with the framework's closure as constraints.
+The file format is envbuild.spec.lockfile.
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ import os
 
 from envbuild import __version__
 from envbuild._util.progress import SILENT, Progress
-from envbuild.errors import EnvbuildError, UsageError
+from envbuild.errors import EnvbuildError, LockError, UsageError
 from envbuild.lock.uv import compile_layer
 from envbuild.matrix.model import Matrix
-from envbuild.oci.registry import pinned
+from envbuild.oci.registry import PlatformMissing, pinned
 from envbuild.render.lockmatch import drift_problems, stack_facts
 from envbuild.render.plan import Plan, build_plan
+from envbuild.resolve.platform_choice import target_platforms
 from envbuild.spec.lockfile import (
     Lock,
     LockedPackage,
@@ -29,7 +33,7 @@ from envbuild.spec.lockfile import (
     lock_path,
     write_lock,
 )
-from envbuild.spec.lockproblem import Problem, problem
+from envbuild.spec.lockproblem import Problem, platform_suffix, problem
 from envbuild.spec.lockread import load_previous, read_lock
 from envbuild.spec.lockseal import seal_problems
 from envbuild.spec.model import Spec, Target
@@ -62,12 +66,14 @@ def lock_packages(
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
     progress: Progress = SILENT,
+    platforms: tuple[str, ...] | None = None,
 ) -> tuple[LockedPackage, ...]:
-    """A plan's Python closure in two layers, preferring the `keep` pins: the framework from its
-    variant's index, then the user packages against the framework's pins. Each layer is a step of
-    `progress`, and is named in uv's errors."""
+    """A plan's Python closure for the plan's platform in two layers, preferring the `keep` pins:
+    the framework from its variant's index, then the user packages against the framework's pins.
+    Each layer is a step of `progress`, and is named in uv's errors (with the platform, when the
+    target has `platforms` other than linux/amd64 alone)."""
     framework: list[LockedPackage] = []
-    where = f"target {plan.target}"
+    where = f"target {plan.target}" + platform_suffix(plan.platform, platforms or (plan.platform,))
     if plan.strategy != "conda":  # conda-forge installs the framework; its solve is not locked here
         step = progress.begin(f"{where}: framework layer")
         for name, version, index, hashes in compile_layer(
@@ -80,6 +86,7 @@ def lock_packages(
             upgrade=upgrade,
             upgrade_packages=upgrade_packages,
             during=f"locking {where}, framework layer",
+            platform=plan.platform,
         ):
             framework.append(
                 LockedPackage(
@@ -105,6 +112,7 @@ def lock_packages(
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
         during=f"locking {where}, user layer",
+        platform=plan.platform,
     ):
         if name not in in_framework:
             user.append(
@@ -139,14 +147,30 @@ def lock_target(
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
     progress: Progress = SILENT,
+    platform: str | None = None,
 ) -> LockedTarget:
-    plan = build_plan(matrix, spec, target, base_image=base_image)
+    """Lock `target` for `platform` (None: its first): that platform's closure, preferring the
+    `previous` entry's pins, and its base image pinned to that platform's manifest."""
+    platforms = target_platforms(matrix, target.stack)
+    plan = build_plan(matrix, spec, target, base_image=base_image, platform=platform or platforms[0])
+    where = target.name + platform_suffix(plan.platform, platforms)
     keep = previous.packages if previous and not upgrade else ()
     packages = lock_packages(
-        plan, keep=keep, upgrade=upgrade, upgrade_packages=upgrade_packages, progress=progress
+        plan,
+        keep=keep,
+        upgrade=upgrade,
+        upgrade_packages=upgrade_packages,
+        progress=progress,
+        platforms=platforms,
     )
-    step = progress.begin(f"target {target.name}: locked", f"pinning the base image of target {target.name}")
-    base = pinned(plan.base_image)
+    step = progress.begin(f"target {where}: locked", f"pinning the base image of target {where}")
+    try:
+        base = pinned(plan.base_image, platform=plan.platform)
+    except PlatformMissing as exc:
+        raise LockError(
+            f"target {where}: base image {exc.message}",
+            fix=f"{exc.fix} (--base-image, or the target's base-image in the spec)",
+        ) from None
     step.done(f"{_counted(packages)}, base {_short(base)}")
     return locked_target(plan, base, packages)
 
@@ -168,28 +192,41 @@ def lock_spec(
     upgrade_packages: tuple[str, ...] = (),
     progress: Progress = SILENT,
 ) -> Lock:
-    chosen = spec.target(target_name)
-    locked: dict[str, LockedTarget] = {}
-    if previous is not None and target_name is not None:  # keep the targets not relocked
-        locked.update({t.name: t for t in previous.targets if t.name in {x.name for x in spec.targets}})
-    for target in chosen:
-        before = previous.target(target.name) if previous else None
-        locked[target.name] = lock_target(
-            matrix,
-            spec,
-            target,
-            base_image=base_image,
-            previous=before,
-            upgrade=upgrade,
-            upgrade_packages=upgrade_packages,
-            progress=progress,
-        )
-    order = [t.name for t in spec.targets]
+    """Each chosen target locked once per platform, in the spec's order and then the platforms'.
+    With `target_name`, the other targets keep their `previous` entries. A platform the previous
+    lock lacks (one just added) prefers the pins of the target's other platform, so the
+    platforms stay on the same versions where their wheels allow."""
+    chosen = {t.name for t in spec.target(target_name)}
+    entries: list[LockedTarget] = []
+    for target in spec.targets:
+        if target.name not in chosen:  # not relocked: kept as it was (only with target_name)
+            if previous is not None and target_name is not None:
+                entries += [t for t in previous.targets if t.name == target.name]
+            continue
+        done: list[LockedTarget] = []
+        for platform in target_platforms(matrix, target.stack):
+            before = previous.target(target.name, platform) if previous else None
+            if before is None:
+                before = done[0] if done else (previous.target(target.name) if previous else None)
+            done.append(
+                lock_target(
+                    matrix,
+                    spec,
+                    target,
+                    base_image=base_image,
+                    previous=before,
+                    upgrade=upgrade,
+                    upgrade_packages=upgrade_packages,
+                    progress=progress,
+                    platform=platform,
+                )
+            )
+        entries += done
     return Lock(
         envbuild=__version__,
         spec_digest=spec.digest,
         matrix_digest=matrix.digest,
-        targets=tuple(locked[n] for n in order if n in locked),
+        targets=tuple(entries),
     )
 
 
@@ -377,25 +414,40 @@ def check_lock(
                 wanted=matrix.digest,
             )
         )
-    names = {t.name for t in spec.targets}
+    wanted_platforms = {t.name: target_platforms(matrix, t.stack) for t in spec.targets}
+    gone: set[str] = set()
     for locked in lock.targets:
-        if locked.name not in names and only is None:
+        if locked.name not in wanted_platforms:
+            if only is None and locked.name not in gone:
+                gone.add(locked.name)
+                problems.append(
+                    problem(
+                        "target",
+                        f"target {locked.name!r} is locked but no longer in the spec",
+                        target=locked.name,
+                        locked=locked.name,
+                    )
+                )
+        elif locked.platform not in wanted_platforms[locked.name] and (only is None or locked.name in only):
             problems.append(
                 problem(
                     "target",
-                    f"target {locked.name!r} is locked but no longer in the spec",
+                    f"target {locked.name!r} is locked for {locked.platform}, which the spec no longer "
+                    f"builds it for (it gives {', '.join(wanted_platforms[locked.name])})",
                     target=locked.name,
-                    locked=locked.name,
+                    platform=locked.platform,
+                    field="platform",
+                    locked=locked.platform,
                 )
             )
     relocked: list[LockedTarget] = []
     for target in spec.targets:
-        locked = lock.target(target.name)
         if only is not None and target.name not in only:
-            if locked is not None:  # not checked: kept as locked, so the byte comparison ignores it
-                relocked.append(locked)
+            # not checked: kept as locked, so the byte comparison ignores it
+            relocked += [t for t in lock.targets if t.name == target.name]
             continue
-        if locked is None:
+        platforms = wanted_platforms[target.name]
+        if not lock.platforms(target.name):
             problems.append(
                 problem(
                     "target",
@@ -405,18 +457,35 @@ def check_lock(
                 )
             )
             continue
-        try:
-            plan = build_plan(matrix, spec, target, base_image=base_image, lock=locked)
-        except EnvbuildError as exc:
-            message = f"target {target.name!r}: {exc.message}"
-            problems.append(problem("unresolvable", message, target=target.name))
-            continue
-        drift = drift_problems(locked, plan)
-        problems += drift
-        if not offline and not drift:
-            packages = lock_packages(plan, keep=locked.packages, progress=progress)
-            relocked.append(locked_target(plan, locked.base_image, packages))
-            progress.begin(f"target {target.name}: re-resolved").done(_counted(packages))
+        for platform in platforms:
+            where = f"target {target.name!r}" + platform_suffix(platform, platforms)
+            locked = lock.target(target.name, platform)
+            if locked is None:
+                problems.append(
+                    problem(
+                        "target",
+                        f"target {target.name!r} is in the spec for {platform} but not locked for it "
+                        f"(locked for {', '.join(lock.platforms(target.name))})",
+                        target=target.name,
+                        platform=platform,
+                        field="platform",
+                        wanted=platform,
+                    )
+                )
+                continue
+            try:
+                plan = build_plan(matrix, spec, target, base_image=base_image, lock=locked)
+            except EnvbuildError as exc:
+                message = f"{where}: {exc.message}"
+                problems.append(problem("unresolvable", message, target=target.name, platform=platform))
+                continue
+            drift = drift_problems(locked, plan, platforms)
+            problems += drift
+            if not offline and not drift:
+                packages = lock_packages(plan, keep=locked.packages, progress=progress, platforms=platforms)
+                relocked.append(locked_target(plan, locked.base_image, packages))
+                label = target.name + platform_suffix(platform, platforms)
+                progress.begin(f"target {label}: re-resolved").done(_counted(packages))
     if not offline and not problems:
         problems += _byte_drift(lock, lock.replace(envbuild=__version__, targets=tuple(relocked)))
     return problems
@@ -427,20 +496,22 @@ def _package_drift(lock: Lock, relocked: Lock) -> list[Problem]:
     version, hashes, index or layer."""
     found = []
     for now_target in relocked.targets:
-        was_target = lock.target(now_target.name)
+        was_target = lock.target(now_target.name, now_target.platform)
         if was_target is None:
             continue
         was = {p.name: p for p in was_target.packages}
         now = {p.name: p for p in now_target.packages}
+        suffix = platform_suffix(now_target.platform, relocked.platforms(now_target.name))
         for name in sorted(set(was) | set(now)):
             old, new = was.get(name), now.get(name)
-            where = f"target {now_target.name!r}: package {name}"
+            where = f"target {now_target.name!r}{suffix}: package {name}"
             if old is None or new is None:
                 found.append(
                     problem(
                         "stale",
                         f"{where} " + ("is not in the lock" if old is None else "is no longer resolved"),
                         target=now_target.name,
+                        platform=now_target.platform,
                         field="version",
                         package=name,
                         locked=old.version if old else None,
@@ -457,6 +528,7 @@ def _package_drift(lock: Lock, relocked: Lock) -> list[Problem]:
                             "stale",
                             f"{where}: {field} {a} -> {b}",
                             target=now_target.name,
+                            platform=now_target.platform,
                             field=field,
                             package=name,
                             locked=a,
@@ -493,9 +565,10 @@ def _byte_drift(lock: Lock, relocked: Lock) -> list[Problem]:
 def relock_summary(old: Lock | None, new: Lock) -> list[str]:
     lines = []
     for target in new.targets:
-        before = old.target(target.name) if old else None
+        before = old.target(target.name, target.platform) if old else None
+        name = target.name + platform_suffix(target.platform, new.platforms(target.name))
         if before is None:
-            lines.append(f"{target.name}: locked {len(target.packages)} packages, base {target.base_image}")
+            lines.append(f"{name}: locked {len(target.packages)} packages, base {target.base_image}")
             continue
         was = {p.name: p.version for p in before.packages}
         now = {p.name: p.version for p in target.packages}
@@ -503,7 +576,7 @@ def relock_summary(old: Lock | None, new: Lock) -> list[str]:
         removed = [f"-{n} {was[n]}" for n in sorted(set(was) - set(now))]
         changed = [f"{n} {was[n]} -> {now[n]}" for n in sorted(set(was) & set(now)) if was[n] != now[n]]
         parts = added + removed + changed
-        lines.append(f"{target.name}: " + (", ".join(parts) if parts else "packages unchanged"))
+        lines.append(f"{name}: " + (", ".join(parts) if parts else "packages unchanged"))
         if before.base_image != target.base_image:
-            lines.append(f"{target.name}: base {before.base_image} -> {target.base_image}")
+            lines.append(f"{name}: base {before.base_image} -> {target.base_image}")
     return lines

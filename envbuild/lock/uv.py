@@ -1,7 +1,8 @@
 """The uv side of locking: resolve one layer's closure for the target platform, export PEP 751.
 
 uv (not pip) resolves, because it evaluates environment markers for the *target* platform
-(linux x86_64 at the target's Python) instead of the host's.
+(`--python-platform`: linux x86_64 or aarch64, from envbuild.matrix.platforms, at the target's
+Python) instead of the host's, and hashes the wheels of that platform.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import tempfile
 
 from envbuild._util.files import write_atomic
 from envbuild.errors import EnvbuildError
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
+from envbuild.matrix.platforms import platform as platform_named
 from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, canonical, toml_string
-
-UV_PLATFORM = "x86_64-manylinux_2_28"
 
 
 def uv_binary() -> str:
@@ -66,8 +67,10 @@ def compile_layer(
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
     during: str = "locking",
+    platform: str = DEFAULT_PLATFORM,
 ) -> list[tuple[str, str, str | None, tuple[str, ...]]]:
-    """One layer's closure: (name, version, index, hashes) per package. `during` ("locking target
+    """One layer's closure for `platform` ("linux/arm64": markers, wheels and hashes of that
+    platform): (name, version, index, hashes) per package. `during` ("locking target
     default, framework layer") goes into the error when uv fails, which names the cause uv gives."""
     if not requirements:
         return []
@@ -91,7 +94,7 @@ def compile_layer(
             "-o",
             paths["requirements.txt"],
             "--python-platform",
-            UV_PLATFORM,
+            platform_named(platform).uv_platform,
             "--python-version",
             python,
             "--generate-hashes",
@@ -121,7 +124,122 @@ def compile_layer(
                 requirements=requirements,
             )
         with open(paths["requirements.txt"], encoding="utf-8") as handle:
-            return parse_compiled(handle.read())
+            compiled = parse_compiled(handle.read())
+        files = _platform_files(
+            compiled,
+            workdir,
+            python=python,
+            platform=platform,
+            indexes=(index, *extra_indexes),
+            find_links=find_links,
+            during=during,
+        )
+        return [
+            (name, version, source, _keep_platform(hashes, files.get(name), python, platform))
+            for name, version, source, hashes in compiled
+        ]
+
+
+def _platform_files(
+    compiled: list[tuple[str, str, str | None, tuple[str, ...]]],
+    workdir: str,
+    *,
+    python: str,
+    platform: str,
+    indexes: tuple[str, ...],
+    find_links: str | None,
+    during: str,
+) -> dict[str, list[tuple[str, str]]]:
+    """{package: [(file name, "sha256:...")]} of the files uv lists for the locked pins, from the same
+    indexes: `uv pip compile --generate-hashes` writes the hash of *every* file of a version (all
+    platforms and Pythons, astral-sh/uv#3516), and only its PEP 751 output names the file of each."""
+    from envbuild._util import toml
+
+    if not compiled:
+        return {}
+    pins = os.path.join(workdir, "pins.txt")
+    with open(pins, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{name}=={version}\n" for name, version, _, _ in compiled)
+    output = os.path.join(workdir, "pylock.toml")
+    command = [uv_binary(), "pip", "compile", pins, "--no-deps", "--format", "pylock.toml", "-o", output]
+    command += ["--python-platform", platform_named(platform).uv_platform, "--python-version", python]
+    command += ["--no-header", "--quiet", "--index-url", indexes[0]]
+    for url in indexes[1:]:
+        command += ["--extra-index-url", url]
+    if find_links:
+        command += ["--find-links", find_links]
+    env = {**os.environ, "UV_NO_CONFIG": "1", "UV_NO_PROGRESS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        from envbuild.lock.uvfail import uv_failure
+
+        raise uv_failure(
+            done.stderr,
+            during=f"{during} (listing the files of {platform})",
+            indexes=(*indexes, *([find_links] if find_links else [])),
+            requirements=tuple(f"{name}=={version}" for name, version, _, _ in compiled),
+        )
+    with open(output, encoding="utf-8") as handle:
+        document = toml.loads(handle.read())
+    files: dict[str, list[tuple[str, str]]] = {}
+    for package in document.get("packages") or []:
+        artifacts = list(package.get("wheels") or [])
+        if package.get("sdist"):
+            artifacts.append(package["sdist"])
+        for artifact in artifacts:
+            location = str(artifact.get("name") or artifact.get("url") or artifact.get("path") or "")
+            digest = (artifact.get("hashes") or {}).get("sha256")
+            if location and digest:
+                filename = location.rsplit("/", 1)[-1].split("#", 1)[0]
+                files.setdefault(canonical(str(package.get("name"))), []).append(
+                    (filename, f"sha256:{digest}")
+                )
+    return files
+
+
+def _keep_platform(
+    hashes: tuple[str, ...], files: list[tuple[str, str]] | None, python: str, platform: str
+) -> tuple[str, ...]:
+    """The hashes of the files the image can install: wheels for `platform` at CPython `python` (and
+    any sdist). A hash whose file uv did not name is dropped; when nothing would be left (a file
+    name envbuild cannot read), uv's list is kept as it is, a superset that still installs."""
+    if not files:
+        return hashes
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_wheel_filename
+
+    supported = _supported_tags(python, platform)
+    keep = set()
+    for filename, digest in files:
+        if not filename.endswith(".whl"):
+            keep.add(digest)  # an sdist builds on any platform
+            continue
+        try:
+            tags = parse_wheel_filename(filename)[3]
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            keep.add(digest)
+            continue
+        if tags & supported:
+            keep.add(digest)
+    kept = tuple(h for h in hashes if h in keep)
+    return kept or hashes
+
+
+def _supported_tags(python: str, platform: str) -> frozenset:
+    """The wheel tags CPython `python` on glibc 2.28 `platform` installs (uv's manylinux_2_28 target):
+    manylinux_2_5 to 2_28, the legacy manylinux names, and linux_<machine>."""
+    from packaging import tags
+
+    machine = platform_named(platform).machine
+    version = tuple(int(part) for part in python.split(".")[:2])
+    names = [f"manylinux_2_{minor}_{machine}" for minor in range(28, 4, -1)]
+    names += [f"manylinux{legacy}_{machine}" for legacy in ("2014", "2010", "1")]
+    names.append(f"linux_{machine}")
+    return frozenset(
+        [
+            *tags.cpython_tags(version, platforms=names),
+            *tags.compatible_tags(version, interpreter=f"cp{version[0]}{version[1]}", platforms=names),
+        ]
+    )
 
 
 def export_pylock(target: LockedTarget) -> str:
@@ -152,7 +270,7 @@ def export_pylock(target: LockedTarget) -> str:
                 "-o",
                 output,
                 "--python-platform",
-                UV_PLATFORM,
+                platform_named(target.platform).uv_platform,
                 "--python-version",
                 target.python,
                 "--no-header",
@@ -200,22 +318,27 @@ def export_pylock(target: LockedTarget) -> str:
         'lock-version = "1.0"',
         f"created-by = {toml_string('envbuild')}",
         f"requires-python = {toml_string('==' + target.python + '.*')}",
-        "environments = [\"sys_platform == 'linux' and platform_machine == 'x86_64'\"]",
+        "environments = [\"sys_platform == 'linux' and platform_machine == "
+        f"'{platform_named(target.platform).machine}'\"]",
     ]
     return "\n".join(header) + "\n" + "".join(f"\n[[packages]]\n{b}\n" for b in blocks)
 
 
-def pylock_name(target: str) -> str:
-    """PEP 751 names have no dots: pylock.<name>.toml."""
-    return f"pylock.{target.replace('.', '-')}.toml"
+def pylock_name(target: str, platform: str | None = None) -> str:
+    """PEP 751 names have no dots: pylock.<name>.toml, or pylock.<name>-<arch>.toml for one platform
+    of a target that is not amd64-only (each platform's entry is a file of its own)."""
+    suffix = f"-{platform_named(platform).architecture}" if platform else ""
+    return f"pylock.{target.replace('.', '-')}{suffix}.toml"
 
 
 def write_pylocks(lock: Lock, lock_file: str) -> list[str]:
-    """`envbuild lock --pylock`: pylock.<target>.toml for every target, next to the lock file; their
-    paths."""
+    """`envbuild lock --pylock`: a PEP 751 file for every target and platform, next to the lock
+    file; their paths."""
     written = []
     for target in lock.targets:
-        out = os.path.join(os.path.dirname(lock_file), pylock_name(target.name))
+        several = lock.platforms(target.name) != (DEFAULT_PLATFORM,)
+        name = pylock_name(target.name, target.platform if several else None)
+        out = os.path.join(os.path.dirname(lock_file), name)
         write_atomic(out, export_pylock(target))
         written.append(out)
     return written

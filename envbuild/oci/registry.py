@@ -53,16 +53,100 @@ MANIFEST_ACCEPT = ", ".join(
 )
 
 
-def pinned(ref: str, **kwargs: object) -> str:
+def pinned(ref: str, *, platform: str | None = None, **kwargs: object) -> str:
     """ "name:tag@sha256:..." for `ref`, keeping name and tag as written; a pinned ref is kept as is.
 
-    Keyword arguments go to `resolve_digest` (docker_config, timeout, retries).
+    With `platform` ("linux/arm64"), the digest is that platform's own manifest: for an image index
+    (or manifest list) the entry the index names for it, not the index, so a build of that platform
+    is reproducible on its own (`platform_manifest`). Keyword arguments go to `resolve_digest`
+    (docker_config, timeout, retries).
     """
     parsed = parse_reference(ref)
     if parsed.digest:
         return ref.strip()
-    digest = resolve_digest(ref, **kwargs)  # type: ignore[arg-type]
+    digest = (
+        resolve_digest(ref, **kwargs)  # type: ignore[arg-type]
+        if platform is None
+        else platform_manifest(ref, platform, **kwargs)  # type: ignore[arg-type]
+    )
     return f"{parsed.name}:{parsed.tag}@{digest}"
+
+
+class PlatformMissing(EnvbuildError):
+    """The image has no manifest for the platform asked for; `platforms` lists those it has."""
+
+    def __init__(self, message: str, *, fix: str, platforms: tuple[str, ...]) -> None:
+        super().__init__(message, fix=fix)
+        self.platforms = platforms
+
+
+def platform_manifest(
+    ref: str, platform: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3
+) -> str:
+    """The "sha256:..." digest of `platform`'s manifest for `ref` ("linux/arm64", OCI's os/arch).
+
+    An index or manifest list answers with the digest of its entry for the platform; a single
+    manifest with its own digest, once its config says it is built for that platform (a config
+    that names no architecture is taken as it is). PlatformMissing names the platforms the image
+    has when `platform` is not one of them."""
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+    body, media_type, digest = _fetch_manifest(session, parsed.digest or parsed.tag)
+    manifest = _json_object(body, f"the manifest of {session.where}")
+    if _is_index(manifest, media_type):
+        entries = platform_entries(manifest)
+        for name, entry in entries:
+            if _same_platform(name, platform):
+                return str(entry["digest"])
+        found = tuple(dict.fromkeys(name for name, _ in entries))
+        raise PlatformMissing(
+            f"{ref} is an image index without a {platform} manifest; it has "
+            + (", ".join(found) or "no platform entries"),
+            fix=f"use a base image published for {platform}, or drop {platform} from the target's platforms",
+            platforms=found,
+        )
+    config_digest = (manifest.get("config") or {}).get("digest")
+    if isinstance(config_digest, str) and DIGEST_RE.fullmatch(config_digest):
+        config = _json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
+        os_name, architecture = config.get("os"), config.get("architecture")
+        if isinstance(architecture, str) and architecture:
+            have = f"{os_name or 'linux'}/{architecture}" + (
+                f"/{config['variant']}" if config.get("variant") else ""
+            )
+            if not _same_platform(have, platform):
+                raise PlatformMissing(
+                    f"{ref} is a single-platform image for {have}, not {platform}",
+                    fix=f"use a base image published for {platform} (a multi-platform index, or a tag of "
+                    f"its own), or drop {platform} from the target's platforms",
+                    platforms=(have,),
+                )
+    return digest
+
+
+def platform_entries(index: dict) -> list[tuple[str, dict]]:
+    """(os/architecture[/variant], entry) for each manifest of an index that names a platform;
+    attestation entries (platform unknown/unknown) are left out."""
+    found = []
+    for entry in index.get("manifests") or []:
+        if not isinstance(entry, dict) or not entry.get("digest"):
+            continue
+        platform = entry.get("platform") or {}
+        os_name, architecture = platform.get("os"), platform.get("architecture")
+        if (
+            not isinstance(os_name, str)
+            or not isinstance(architecture, str)
+            or "unknown" in (os_name, architecture)
+        ):
+            continue
+        variant = platform.get("variant")
+        found.append((f"{os_name}/{architecture}" + (f"/{variant}" if variant else ""), entry))
+    return found
+
+
+def _same_platform(have: str, want: str) -> bool:
+    """os/arch equal; a variant on one side only is the architecture's default (arm64 is v8)."""
+    a, b = have.split("/"), want.split("/")
+    return a[:2] == b[:2] and (len(a) < 3 or len(b) < 3 or a[2] == b[2])
 
 
 def resolve_digest(
@@ -615,13 +699,13 @@ def _json_object(body: bytes, what: str) -> dict:
     return value
 
 
-def _platform_entry(index: dict, where: str) -> dict:
+def _platform_entry(index: dict, where: str, platform: str = "linux/amd64") -> dict:
+    """The index's entry for `platform`, else its first (an index without platform fields)."""
     entries = [e for e in index.get("manifests") or [] if isinstance(e, dict) and e.get("digest")]
     if not entries:
         raise EnvbuildError(f"the image index of {where} lists no manifests", fix="push the image again")
-    for entry in entries:
-        platform = entry.get("platform") or {}
-        if platform.get("os") == "linux" and platform.get("architecture") == "amd64":
+    for name, entry in platform_entries(index):
+        if _same_platform(name, platform):
             return entry
     return entries[0]
 

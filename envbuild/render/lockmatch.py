@@ -14,7 +14,7 @@ import os
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import LockError
 from envbuild.spec.lockfile import Lock, LockedTarget, canonical, lock_path
-from envbuild.spec.lockproblem import Problem, problem
+from envbuild.spec.lockproblem import Problem, platform_suffix, problem
 from envbuild.spec.lockread import STACK_KEYS, read_lock
 from envbuild.spec.lockseal import judge_seal
 
@@ -42,11 +42,15 @@ def lock_drift(locked: LockedTarget, plan: Plan) -> list[str]:
     return [found.message for found in drift_problems(locked, plan)]
 
 
-def drift_problems(locked: LockedTarget, plan: Plan) -> list[Problem]:
-    """lock_drift as records (kind "drift"): the field, package, locked and wanted values of each."""
+def drift_problems(
+    locked: LockedTarget, plan: Plan, platforms: tuple[str, ...] | None = None
+) -> list[Problem]:
+    """lock_drift as records (kind "drift"): the field, package, locked and wanted values of each.
+    `platforms`: those the target is built for (None: just this entry's), so a message about one
+    entry of a multi-platform target names its platform."""
     from packaging.requirements import Requirement
 
-    name = f"target {locked.name!r}"
+    name = f"target {locked.name!r}" + platform_suffix(locked.platform, platforms or (locked.platform,))
 
     def drift(
         message: str, field: str, locked_value: object, wanted: object, package: str | None = None
@@ -56,6 +60,7 @@ def drift_problems(locked: LockedTarget, plan: Plan) -> list[Problem]:
                 "drift",
                 f"{name}: {message}",
                 target=locked.name,
+                platform=locked.platform,
                 field=field,
                 package=package,
                 locked=locked_value,
@@ -113,7 +118,7 @@ def drift_problems(locked: LockedTarget, plan: Plan) -> list[Problem]:
         key = canonical(parsed.name)
         package = layers["framework"].get(key) or layers["user"].get(key)
         if package is None:
-            if parsed.marker is None:  # a marker may exclude it on linux x86_64
+            if parsed.marker is None:  # a marker may exclude it on the entry's platform
                 drift(f"requirement {requirement} has no locked package", "version", None, requirement, key)
         elif not parsed.specifier.contains(package.version, prereleases=True):
             drift(

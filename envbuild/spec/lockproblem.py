@@ -9,6 +9,7 @@ The seal (spec.lockseal), the drift from spec and matrix (render.lockmatch) and 
 from __future__ import annotations
 
 from envbuild._util.record import Record
+from envbuild.matrix.platforms import DEFAULT_PLATFORM
 
 # What went wrong, from the outside in (README, `envbuild lock`: "--check --json").
 KINDS = (
@@ -24,16 +25,19 @@ KINDS = (
 
 
 class Problem(Record):
-    """kind: one of KINDS. target: the target it concerns, or None for the whole lock. field: the
+    """kind: one of KINDS. target: the target it concerns, or None for the whole lock. platform:
+    the platform of that target's entry ("linux/arm64"; each platform is locked on its own), or
+    None for the whole lock. field: the
     lock field that differs (e.g. "python", "cuda", "requirements", "version", "hashes", "index"),
     or None. package: the package it concerns, or None. locked / wanted: what the lock holds and
     what the spec, matrix or re-resolution give now (None when absent on that side). message: the
     line `envbuild lock --check` prints."""
 
-    __slots__ = ("kind", "target", "field", "package", "locked", "wanted", "message")
+    __slots__ = ("kind", "target", "platform", "field", "package", "locked", "wanted", "message")
 
     kind: str
     target: str | None
+    platform: str | None
     field: str | None
     package: str | None
     locked: str | None
@@ -49,6 +53,7 @@ def problem(
     message: str,
     *,
     target: str | None = None,
+    platform: str | None = None,
     field: str | None = None,
     package: str | None = None,
     locked: object = None,
@@ -58,9 +63,17 @@ def problem(
     return Problem(
         kind=kind,
         target=target,
+        platform=platform,
         field=field,
         package=package,
         locked=None if locked is None else str(locked),
         wanted=None if wanted is None else str(wanted),
         message=message,
     )
+
+
+def platform_suffix(platform: str, platforms: tuple[str, ...]) -> str:
+    """` (linux/arm64)`: what follows a target's name in a message about its `platform` entry, when
+    the target is locked for several platforms or for another than linux/amd64; "" for the
+    amd64-only target, whose messages keep the words they always had."""
+    return "" if tuple(platforms) in ((), (DEFAULT_PLATFORM,)) else f" ({platform})"

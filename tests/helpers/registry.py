@@ -428,3 +428,80 @@ class OneImageRegistry(LoopbackServer):
     def ref(self) -> str:
         """The image by digest: what `envbuild promote REF --to TAG` takes."""
         return f"{self.host}/x/y@{self.digest}"
+
+
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+
+
+def upload_index(
+    host: str, repo: str, tag: str, platforms: tuple[str, ...], *, index: bool = True
+) -> tuple[str, dict[str, str]]:
+    """Put a multi-platform image as `repo:tag` over the registry API (no Engine needed): one
+    layerless image per platform ("linux/arm64", or with a variant, "linux/arm64/v8"), its config
+    naming that os and architecture, and an OCI image index listing them, with the variant in the
+    entry's platform as buildx writes it. (the index's digest, {platform: its manifest's digest}).
+    `index=False` with one platform tags that image's manifest itself: a single-platform image."""
+    manifests = {}
+    for platform in platforms:
+        os_name, architecture = platform.split("/")[:2]
+        config = json.dumps({"architecture": architecture, "os": os_name, "config": {"Labels": {}}}).encode()
+        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        started = requests.post(f"http://{host}/v2/{repo}/blobs/uploads/", timeout=10)
+        assert started.status_code == 202, started.text
+        location = started.headers["Location"]
+        url = location if "://" in location else f"http://{host}{location}"
+        put = requests.put(url, params={"digest": config_digest}, data=config, timeout=10)
+        assert put.status_code == 201, put.text
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": MANIFEST_V2,
+                "config": {
+                    "mediaType": "application/vnd.docker.container.image.v1+json",
+                    "digest": config_digest,
+                    "size": len(config),
+                },
+                "layers": [],
+            }
+        ).encode()
+        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        stored = requests.put(
+            f"http://{host}/v2/{repo}/manifests/{digest}",
+            data=manifest,
+            headers={"Content-Type": MANIFEST_V2},
+            timeout=10,
+        )
+        assert stored.status_code == 201, stored.text
+        manifests[platform] = (digest, len(manifest))
+        if not index:
+            tagged = requests.put(
+                f"http://{host}/v2/{repo}/manifests/{tag}",
+                data=manifest,
+                headers={"Content-Type": MANIFEST_V2},
+                timeout=10,
+            )
+            assert tagged.status_code == 201, tagged.text
+            return digest, {platform: digest}
+    document = json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_INDEX,
+            "manifests": [
+                {
+                    "mediaType": MANIFEST_V2,
+                    "digest": digest,
+                    "size": size,
+                    "platform": dict(zip(("os", "architecture", "variant"), p.split("/"), strict=False)),
+                }
+                for p, (digest, size) in manifests.items()
+            ],
+        }
+    ).encode()
+    stored = requests.put(
+        f"http://{host}/v2/{repo}/manifests/{tag}",
+        data=document,
+        headers={"Content-Type": OCI_INDEX},
+        timeout=10,
+    )
+    assert stored.status_code == 201, stored.text
+    return "sha256:" + hashlib.sha256(document).hexdigest(), {p: d for p, (d, _) in manifests.items()}

@@ -15,7 +15,7 @@ from envbuild.spec.lockread import load_lock
 from tests.helpers.locking import forge, run_lock, spec_text
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64
-PROBLEM_KEYS = {"kind", "target", "field", "package", "locked", "wanted", "message"}
+PROBLEM_KEYS = {"kind", "target", "platform", "field", "package", "locked", "wanted", "message"}
 
 
 @pytest.fixture
@@ -107,6 +107,7 @@ def test_check_json_names_a_forged_hash_as_stale_with_the_package(capsys, locked
         {
             "kind": "stale",
             "target": "default",
+            "platform": "linux/amd64",
             "field": "hashes",
             "package": "lib",
             "locked": "sha256:" + "0" * 64,
@@ -132,6 +133,7 @@ def test_check_json_of_a_hand_edit_and_of_a_missing_lock(capsys, locked: Path) -
         {
             "kind": "unreadable",
             "target": None,
+            "platform": None,
             "field": None,
             "package": None,
             "locked": None,
