@@ -151,10 +151,14 @@ def _new_releases(
         ]
         if len(cudnn_tags) == 1:
             lines.append(f"cudnn_tag = {toml_string(cudnn_tags[0])}")
+        # a tag list says nothing of architectures: claim only amd64, which every nvidia/cuda release
+        # has had, and leave arm64 to a human reading dist/<ver>/cuda-platforms.json
+        lines.append(f"platforms = {toml_list(['linux/amd64'])}")
         note = (
             f"Added by envbuild matrix refresh on {day} from the registry's tag list: the OS lists are the "
             "runtime tags. Bundled cuDNN/NCCL versions are not in the tag list; read them from the image's "
-            "NV_CUDNN_VERSION / NV_LIBNCCL_PACKAGE_VERSION."
+            "NV_CUDNN_VERSION / NV_LIBNCCL_PACKAGE_VERSION. Only linux/amd64 is claimed: add linux/arm64 "
+            "with platforms_source after reading the release's dist/<ver>/cuda-platforms.json."
         )
         lines += [f"note = {toml_string(note)}", f"source = {toml_string(tags_url)}"]
         detail = f"new release: runtime on {', '.join(oses)}; cuDNN runtime on {', '.join(cudnn) or 'none'}"
