@@ -92,6 +92,7 @@ JAX_TOML = f"""[framework]
 name = "jax"
 display_name = "JAX"
 package = "jax"
+platforms = ["linux/amd64"]
 source = "https://example.org/primary"
 
 [[release]]
