@@ -220,6 +220,7 @@ def build_target(
                 no_cache=options.no_cache,
                 log_path=os.path.join(context_dir, "build.log"),
                 progress=progress or engine.Progress(),
+                platform=plan.platform,  # asked of the builder, and checked on the image it made
             )
             record["images"]["built"] = result.image_id
             stage("build", started, steps=result.steps)
