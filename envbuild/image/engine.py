@@ -198,7 +198,8 @@ def check_platform(image_id: str, platform: str, *, log_path: str | None = None)
             f"the build made an image for {describe(attrs)}, not {wanted} as the plan asks: it was not "
             f"tagged or pushed{where}",
             fix=f"build with BuildKit (--builder buildkit), which builds for --platform {wanted}, from a "
-            f"base image that has a {wanted} variant (--base-image, or the [stack] platform the spec sets)",
+            f"base image that has a {wanted} variant (check --base-image: `docker image inspect` shows its "
+            "Architecture)",
         )
     return found
 
