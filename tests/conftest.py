@@ -85,10 +85,10 @@ def bookworm_arm64_image(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.fixture(scope="session")
 def arm64_wheelhouse() -> Path:
-    """jax[cuda12-local]==0.10.2 for Python 3.11 on aarch64 and uv's aarch64 wheel, fetched once by
+    """jax[cuda12-local]==0.10.2 for Python 3.11 on aarch64 (and uv's aarch64 wheel), fetched once by
     .ci/run (about 300 MB: too much to download per test session)."""
     prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE_ARM64")
-    patterns = ("jax-0.10.2-*.whl", "jaxlib-0.10.2-*aarch64*.whl", "uv-*aarch64*.whl")
+    patterns = ("jax-0.10.2-*.whl", "jaxlib-0.10.2-*aarch64*.whl", "jax_cuda12_plugin-0.10.2-*aarch64*.whl")
     if prepared and all(any(Path(prepared).glob(pattern)) for pattern in patterns):
         return Path(prepared)
     why = f"ENVBUILD_TEST_WHEELHOUSE_ARM64={prepared!r} lacks one of {patterns}; .ci/run fetches it"
