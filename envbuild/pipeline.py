@@ -24,6 +24,7 @@ from envbuild._util.redact import redact, redact_values
 from envbuild.errors import EnvbuildError, PromoteError, UsageError
 from envbuild.image import engine
 from envbuild.image.auditgate import audit_gate, summary
+from envbuild.image.platforms import require_buildable
 from envbuild.image.promote import promote
 from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.matrix.platforms import short
@@ -228,8 +229,11 @@ def build_target(
             if lock is not None:
                 require_match(lock, plan, lock_path(spec.path))
             write_context(render_files(plan), out_dir, target.name, wheelhouse=options.wheelhouse, plan=plan)
-            record.update(stack=plan.stack_document, engine=engine_version(), backend=backend)
+            record.update(
+                stack=plan.stack_document, engine=engine_version(), backend=backend, platform=plan.platform
+            )
             stage("render", started, context=context_dir)
+            require_buildable(plan.platform, smoke_device)  # before a long emulated build that cannot pass
             say(
                 f"{target.name}: rendered {plan.stack_document['framework']} "
                 f"{plan.stack_document['framework_version']} ({plan.strategy}, {backend}) in {context_dir}"
@@ -288,7 +292,7 @@ def build_target(
                 + ")"
             )
             if not promote_image:  # build_platforms promotes once every platform has passed
-                record.update(ok=True, status="verified", platform=plan.platform, labels=gate.labels)
+                record.update(ok=True, status="verified", labels=gate.labels)
                 _write_json(record_path, record)
                 return record
 

@@ -15,6 +15,7 @@ import os
 import platform as _host
 
 from envbuild._util.record import Record
+from envbuild.errors import BuildError
 from envbuild.matrix.platforms import Platform, by_machine, normalize
 
 BINFMT_DIR = "/proc/sys/fs/binfmt_misc"
@@ -103,6 +104,24 @@ def runnable(image_platform: str, *, machine: str | None = None, binfmt: str | N
             f"binfmt_misc {BINFMT_DIR}; update-binfmts --enable {QEMU_HANDLERS.get(wanted.machine)})"
         ),
     )
+
+
+def require_buildable(platform: str, smoke_device: str) -> Runnable:
+    """How this host runs `platform`'s build steps and smoke step; a BuildError before anything is
+    built when it cannot (no QEMU handler: every RUN step would die with "exec format error"), or
+    when the smoke step is on the GPU and would have to run emulated."""
+    run = runnable(platform)
+    if not run.ok:
+        raise BuildError(f"cannot build for {run.platform} on this host: {run.reason}", fix=run.fix)
+    if run.emulated and smoke_device == "gpu":
+        raise BuildError(
+            f"the smoke step is on the GPU, and a {run.platform} image runs on this {run.host} host only "
+            "under QEMU emulation, which reaches no GPU: nothing was built",
+            fix=f"build and verify on a {run.platform} GPU host; or build here with --smoke-device cpu "
+            f"(emulated, slow) and run `envbuild verify IMAGE --smoke-device gpu` on a {run.platform} "
+            "GPU host",
+        )
+    return run
 
 
 def platform_of(attrs: dict) -> str | None:

@@ -5,13 +5,16 @@ with the fix. The arm64 base (envbuild-test/bookworm-arm64, tests/helpers/docker
 
 from __future__ import annotations
 
+import json
 import platform
 from pathlib import Path
 
 import pytest
 
+from envbuild.cli.app import main
 from envbuild.errors import BuildError
 from envbuild.image import engine
+from envbuild.image.platforms import BINFMT_ENV
 from tests.helpers.docker import architecture, docker
 from tests.helpers.nvsmi import by_name, doctor
 
@@ -85,3 +88,49 @@ def test_doctor_reports_the_host_platform_and_refuses_an_arm64_image(
     assert f"image {bookworm_arm64_image}" not in checks  # no CUDA verdict for an image that cannot run
     _, native = doctor(capsys, "--no-gpu", "--image", bookworm_image)
     assert by_name(native)[f"image {bookworm_image} platform"]["status"] == "ok"
+
+
+ARM64_SPEC = """
+[stack]
+driver = "580"
+framework = "torch==2.13.0"
+python = "3.11"
+os = "debian12"
+strategy = "wheels"
+platform = "linux/arm64"
+"""
+
+
+@pytest.mark.parametrize(
+    ("handler", "device", "said"),
+    [
+        (None, "cpu", "cannot build for linux/arm64 on this host"),
+        ("enabled", "gpu", "runs on this x86_64 host only under QEMU emulation, which reaches no GPU"),
+    ],
+    ids=["no-qemu-handler", "gpu-smoke-emulated"],
+)
+def test_an_arm64_build_that_cannot_pass_here_stops_before_building(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys,
+    bookworm_arm64_image: str,
+    x86_64_host: None,
+    handler: str | None,
+    device: str,
+    said: str,
+) -> None:
+    binfmt = tmp_path / "binfmt_misc"
+    binfmt.mkdir()
+    if handler:
+        (binfmt / "qemu-aarch64").write_text(f"{handler}\ninterpreter /usr/libexec/qemu-binfmt/aarch64\n")
+    monkeypatch.setenv(BINFMT_ENV, str(binfmt))
+    spec = tmp_path / "envbuild.toml"
+    spec.write_text(ARM64_SPEC)
+    out = tmp_path / "build"
+    argv = ["build", "-f", str(spec), "-o", str(out), "--base-image", bookworm_arm64_image]
+    assert main([*argv, "--smoke-device", device]) == 1
+    err = capsys.readouterr().err
+    assert said in err and "linux/arm64" in err
+    record = json.loads((out / "default" / "record.json").read_text())
+    assert record["status"] == "failed" and record["platform"] == "linux/arm64"
+    assert set(record["stages"]) == {"render"} and record["images"] == {} and record["tags"] == []
