@@ -183,14 +183,17 @@ def build_target(
     progress: Callable[[str], None] | None = None,
     platform: str | None = None,
     promote_image: bool = True,
+    context: str | None = None,
 ) -> dict:
     """Run the four stages for one target; returns its record (record["ok"] says if it passed).
 
     platform: the one to build (None: the lock's, else the target's first). promote_image=False stops
     after a passing smoke step, with the image untagged (status "verified"): a target of several
-    platforms is promoted only once every platform's image has passed (build_platforms)."""
+    platforms is promoted only once every platform's image has passed (build_platforms). context: the
+    context's directory name in out_dir (default the target's)."""
     out_dir, smoke_device = options.out_dir, str(options.smoke_device or spec.smoke.device)
-    context_dir = os.path.join(out_dir, target.name)
+    context = context or target.name
+    context_dir = os.path.join(out_dir, context)
     record: dict = {
         "target": target.name,
         "envbuild": __version__,
@@ -211,8 +214,8 @@ def build_target(
         record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
         _write_json(record_path, record)
 
-    check_destination(out_dir, target.name)  # before anything, record.json included, is written there
-    with TargetLock(out_dir, target.name, say):
+    check_destination(out_dir, context)  # before anything, record.json included, is written there
+    with TargetLock(out_dir, context, say):
         try:
             started = time.perf_counter()
             backend = engine.choose_backend(options.builder)
@@ -228,7 +231,7 @@ def build_target(
             )
             if lock is not None:
                 require_match(lock, plan, lock_path(spec.path))
-            write_context(render_files(plan), out_dir, target.name, wheelhouse=options.wheelhouse, plan=plan)
+            write_context(render_files(plan), out_dir, context, wheelhouse=options.wheelhouse, plan=plan)
             record.update(
                 stack=plan.stack_document, engine=engine_version(), backend=backend, platform=plan.platform
             )
@@ -348,24 +351,29 @@ def build_platforms(
     progress: Callable[[str], None] | None = None,
 ) -> dict:
     """A target of several platforms: each platform's image rendered, built, audited and verified in
-    turn (its context in <out>/<arch>/<target>), and nothing tagged or pushed unless all passed.
+    turn (its context in <out>/<target>/<arch>/, where render writes it), and nothing tagged or pushed
+    unless all passed.
 
     The first platform that fails raises, as build_target does: the images already verified stay
     untagged. Emulated platforms (arm64 on an x86_64 runner) run the CPU smoke step under QEMU."""
     records: dict[str, dict] = {}
+    # <out>/<target>/ as a context of envbuild's own (its marker, nothing else), as render writes it for
+    # several platforms: it replaces the last build's contexts, and a later build may replace it again
+    write_context({}, options.out_dir, target.name)
     for name in platforms:
         say(f"{target.name}: platform {name}")
         records[name] = build_target(
             matrix,
             spec,
             target,
-            options.replace(out_dir=os.path.join(options.out_dir, short(name))),
+            options.replace(out_dir=os.path.join(options.out_dir, target.name)),
             lock=(lock.target(target.name, name) or lock.target(target.name)) if lock else None,
             lock_digest=lock_digest,
             say=say,
             progress=progress,
             platform=name,
             promote_image=False,
+            context=short(name),
         )
     return promote_platforms(target, records, options)
 
@@ -382,7 +390,7 @@ def promote_platforms(target: Target, records: dict[str, dict], options: BuildOp
         f"{target.name}: every platform passed its smoke step ({built}), but this envbuild cannot "
         "push a multi-platform index yet, so nothing was tagged",
         fix=f"build one platform at a time (`[stack] platform` = one of {', '.join(records)}) and "
-        f"promote each; each platform's record is under {options.out_dir}/<arch>/{target.name}/",
+        f"promote each; each platform's record is under {options.out_dir}/{target.name}/<arch>/",
     )
 
 
