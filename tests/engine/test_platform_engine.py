@@ -98,6 +98,9 @@ python = "3.11"
 os = "debian12"
 strategy = "wheels"
 platform = "linux/arm64"
+
+[image]
+installer = "pip"  # uv's aarch64 binary would need a wheelhouse; this build stops before it anyway
 """
 
 
