@@ -21,14 +21,17 @@ from envbuild import __version__
 from envbuild._util.files import write_atomic
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact, redact_values
-from envbuild.errors import EnvbuildError, UsageError
+from envbuild.errors import EnvbuildError, PromoteError, UsageError
 from envbuild.image import engine
 from envbuild.image.auditgate import audit_gate, summary
+from envbuild.image.platforms import require_buildable
 from envbuild.image.promote import promote
 from envbuild.image.verify import report_digest, report_document, verify_image
+from envbuild.matrix.platforms import short
 from envbuild.render.context import check_destination, render_files, write_context
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import build_plan
+from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.query import parse_gpu
 from envbuild.spec.lockfile import lock_path
 
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from envbuild.matrix.model import Matrix
-    from envbuild.spec.lockfile import LockedTarget
+    from envbuild.spec.lockfile import Lock, LockedTarget
     from envbuild.spec.model import Spec, Target
 
 RECORD = "record.json"
@@ -135,6 +138,19 @@ def build_spec(
 
     def build_one(chosen: Target) -> dict:
         tell = (lambda line: say(f"[{chosen.name}] {line}")) if parallel else say
+        platforms = (lock.platforms(chosen.name) if lock else ()) or target_platforms(matrix, chosen.stack)
+        if len(platforms) > 1:
+            return build_platforms(
+                matrix,
+                spec,
+                chosen,
+                options.replace(smoke_device=device),
+                platforms,
+                lock=lock,
+                lock_digest=digest,
+                say=tell,
+                progress=tell if parallel else None,
+            )
         return build_target(
             matrix,
             spec,
@@ -165,10 +181,19 @@ def build_target(
     lock_digest: str | None = None,
     say: Callable[[str], None] = print,
     progress: Callable[[str], None] | None = None,
+    platform: str | None = None,
+    promote_image: bool = True,
+    context: str | None = None,
 ) -> dict:
-    """Run the four stages for one target; returns its record (record["ok"] says if it passed)."""
+    """Run the four stages for one target; returns its record (record["ok"] says if it passed).
+
+    platform: the one to build (None: the lock's, else the target's first). promote_image=False stops
+    after a passing smoke step, with the image untagged (status "verified"): a target of several
+    platforms is promoted only once every platform's image has passed (build_platforms). context: the
+    context's directory name in out_dir (default the target's)."""
     out_dir, smoke_device = options.out_dir, str(options.smoke_device or spec.smoke.device)
-    context_dir = os.path.join(out_dir, target.name)
+    context = context or target.name
+    context_dir = os.path.join(out_dir, context)
     record: dict = {
         "target": target.name,
         "envbuild": __version__,
@@ -189,8 +214,8 @@ def build_target(
         record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
         _write_json(record_path, record)
 
-    check_destination(out_dir, target.name)  # before anything, record.json included, is written there
-    with TargetLock(out_dir, target.name, say):
+    check_destination(out_dir, context)  # before anything, record.json included, is written there
+    with TargetLock(out_dir, context, say):
         try:
             started = time.perf_counter()
             backend = engine.choose_backend(options.builder)
@@ -202,12 +227,16 @@ def build_target(
                 wheelhouse=options.wheelhouse is not None,
                 lock=lock,
                 buildkit=backend == "buildkit",
+                platform=platform,
             )
             if lock is not None:
                 require_match(lock, plan, lock_path(spec.path))
-            write_context(render_files(plan), out_dir, target.name, wheelhouse=options.wheelhouse, plan=plan)
-            record.update(stack=plan.stack_document, engine=engine_version(), backend=backend)
+            write_context(render_files(plan), out_dir, context, wheelhouse=options.wheelhouse, plan=plan)
+            record.update(
+                stack=plan.stack_document, engine=engine_version(), backend=backend, platform=plan.platform
+            )
             stage("render", started, context=context_dir)
+            require_buildable(plan.platform, smoke_device)  # before a long emulated build that cannot pass
             say(
                 f"{target.name}: rendered {plan.stack_document['framework']} "
                 f"{plan.stack_document['framework_version']} ({plan.strategy}, {backend}) in {context_dir}"
@@ -220,6 +249,7 @@ def build_target(
                 no_cache=options.no_cache,
                 log_path=os.path.join(context_dir, "build.log"),
                 progress=progress or engine.Progress(),
+                platform=plan.platform,  # asked of the builder, and checked on the image it made
             )
             record["images"]["built"] = result.image_id
             stage("build", started, steps=result.steps)
@@ -260,8 +290,14 @@ def build_target(
                 )
             say(
                 f"{target.name}: smoke step passed on {smoke_device} "
-                f"({verification.report.get('throughput_samples_per_s')} samples/s)"
+                f"({verification.report.get('throughput_samples_per_s')} samples/s"
+                + (f", {plan.platform} emulated" if verification.emulated else "")
+                + ")"
             )
+            if not promote_image:  # build_platforms promotes once every platform has passed
+                record.update(ok=True, status="verified", labels=gate.labels)
+                _write_json(record_path, record)
+                return record
 
             started = time.perf_counter()
             record["status"] = "promoting"
@@ -300,6 +336,62 @@ def build_target(
             raise
         _write_json(record_path, record)
     return record
+
+
+def build_platforms(
+    matrix: Matrix,
+    spec: Spec,
+    target: Target,
+    options: BuildOptions,
+    platforms: tuple[str, ...],
+    *,
+    lock: Lock | None = None,
+    lock_digest: str | None = None,
+    say: Callable[[str], None] = print,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """A target of several platforms: each platform's image rendered, built, audited and verified in
+    turn (its context in <out>/<target>/<arch>/, where render writes it), and nothing tagged or pushed
+    unless all passed.
+
+    The first platform that fails raises, as build_target does: the images already verified stay
+    untagged. Emulated platforms (arm64 on an x86_64 runner) run the CPU smoke step under QEMU."""
+    records: dict[str, dict] = {}
+    # <out>/<target>/ as a context of envbuild's own (its marker, nothing else), as render writes it for
+    # several platforms: it replaces the last build's contexts, and a later build may replace it again
+    write_context({}, options.out_dir, target.name)
+    for name in platforms:
+        say(f"{target.name}: platform {name}")
+        records[name] = build_target(
+            matrix,
+            spec,
+            target,
+            options.replace(out_dir=os.path.join(options.out_dir, target.name)),
+            lock=(lock.target(target.name, name) or lock.target(target.name)) if lock else None,
+            lock_digest=lock_digest,
+            say=say,
+            progress=progress,
+            platform=name,
+            promote_image=False,
+            context=short(name),
+        )
+    return promote_platforms(target, records, options)
+
+
+def promote_platforms(target: Target, records: dict[str, dict], options: BuildOptions) -> dict:
+    """HOOK: one multi-platform index of the verified images, tagged and pushed by digest.
+
+    Every platform's image has passed its smoke step here (records: platform -> its record, status
+    "verified", with images.built, smoke, report_digest and labels). The index push is
+    envbuild.image.promote's (issue 19, part C); until it is called here no tag is made, and the
+    build says so."""
+    built = ", ".join(f"{name}: {record['images']['built'][:19]}" for name, record in records.items())
+    raise PromoteError(
+        f"{target.name}: every platform passed its smoke step ({built}), but this envbuild cannot "
+        "push a multi-platform index yet, so nothing was tagged",
+        fix=f"build one platform at a time (`[stack] platform` = one of {', '.join(records)}) and "
+        f"promote each; each platform's record is under {options.out_dir}/{target.name}/<arch>/",
+    )
 
 
 def _untag(tags) -> None:

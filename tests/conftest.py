@@ -19,7 +19,7 @@ import pytest
 from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_target, download_uv_for_target
 from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.matrix.model import Matrix
-from tests.helpers.docker import docker, make_bookworm_image
+from tests.helpers.docker import docker, make_bookworm_arm64_image, make_bookworm_image
 from tests.helpers.minimatrix import write_minimatrix
 from tests.helpers.nvsmi import install_fake_smi
 from tests.helpers.paths import MATRIX_DIR
@@ -74,6 +74,27 @@ def fake_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 @pytest.fixture(scope="session")
 def bookworm_image(tmp_path_factory: pytest.TempPathFactory) -> str:
     return make_bookworm_image(tmp_path_factory.mktemp("bookworm"))
+
+
+@pytest.fixture(scope="session")
+def bookworm_arm64_image(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """envbuild-test/bookworm-arm64: a linux/arm64 bookworm with python3, built once (.ci/run does it
+    first), for the emulated build and as a wrong-platform image on an x86_64 host."""
+    return make_bookworm_arm64_image(tmp_path_factory.mktemp("bookworm-arm64"))
+
+
+@pytest.fixture(scope="session")
+def arm64_wheelhouse() -> Path:
+    """jax[cuda12-local]==0.10.2 for Python 3.11 on aarch64 (and uv's aarch64 wheel), fetched once by
+    .ci/run (about 300 MB: too much to download per test session)."""
+    prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE_ARM64")
+    patterns = ("jax-0.10.2-*.whl", "jaxlib-0.10.2-*aarch64*.whl", "jax_cuda12_plugin-0.10.2-*aarch64*.whl")
+    if prepared and all(any(Path(prepared).glob(pattern)) for pattern in patterns):
+        return Path(prepared)
+    why = f"ENVBUILD_TEST_WHEELHOUSE_ARM64={prepared!r} lacks one of {patterns}; .ci/run fetches it"
+    if os.environ.get("ENVBUILD_REQUIRE_DOCKER"):  # CI: a missing capability fails, never skips
+        pytest.fail(why)
+    pytest.skip(why)
 
 
 @pytest.fixture(scope="session")

@@ -22,9 +22,11 @@ from envbuild._util.deadline import Deadline, DeadlineExceeded
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
+from envbuild.image.platforms import describe, host_machine, platform_of
 from envbuild.matrix.arch import parse_arch_list
 from envbuild.matrix.lifecycle import base_image_warning, today
 from envbuild.matrix.model import Gpu, Matrix, find_gpu
+from envbuild.matrix.platforms import accepted, by_machine
 from envbuild.matrix.support import capability_gpu, first_driver, unsupported
 from envbuild.matrix.versions import Driver, format_driver, format_minor, parse_driver, parse_minor
 from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
@@ -237,6 +239,41 @@ def check_gpus(smi: SmiReport | None) -> list[Check]:
             fix="check the GPU is seated and visible (lspci | grep -i nvidia)",
         )
     ]
+
+
+def check_host_platform(machine: str | None = None) -> Check:
+    """The platform images for this host are built for: `[stack] platform` must name it, or the
+    image will not run here (or only under emulation, which reaches no GPU)."""
+    machine = machine or host_machine()
+    found = by_machine(machine)
+    if found is None:
+        return Check(
+            name="host platform",
+            status="warn",
+            evidence=f"{machine}: envbuild builds images for {accepted()} only",
+            fix="build and run envbuild images on an x86_64 or an arm64 (aarch64) host",
+        )
+    return Check(name="host platform", status="ok", evidence=f"{found.name} ({machine})", fix=None)
+
+
+def image_platform_check(ref: str, attrs: dict[str, Any], machine: str | None = None) -> Check:
+    """Whether the image is for this host's platform: a container of another architecture either
+    fails with "exec format error" or runs under QEMU, which is no GPU path."""
+    machine = machine or host_machine()
+    host = by_machine(machine)
+    found = platform_of(attrs)
+    name = f"image {ref} platform"
+    if host is not None and found == host.name:
+        return Check(name=name, status="ok", evidence=f"{found}, this host's", fix=None)
+    here = host.name if host else machine
+    return Check(
+        name=name,
+        status="fail",
+        evidence=f"the image is {describe(attrs)} and this host is {here} ({machine}): its GPU "
+        "workloads cannot run here (emulation, where binfmt offers it, reaches no GPU)",
+        fix=f'build it for this host: `[stack] platform = "{here}"` in envbuild.toml (a list builds '
+        f"several), then `envbuild build`; or run it on a {describe(attrs)} host",
+    )
 
 
 def _engine(deadline: Deadline):  # -> docker.DockerClient, imported late: resolve never pays for it
@@ -568,6 +605,9 @@ def image_checks(
                 fix="pull it first (docker pull), or check the reference",
             )
         ]
+    platform = image_platform_check(ref, image.attrs)
+    if platform.status != "ok":  # the CUDA verdict below is moot for an image that cannot run here
+        return [platform]
     config: dict[str, Any] = image.attrs.get("Config") or {}
     labels = config.get("Labels") or {}
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
@@ -585,15 +625,16 @@ def image_checks(
         version = env.get("CUDA_VERSION")
         if not version:
             return [
+                platform,
                 Check(
                     name=f"image {ref}",
                     status="skip",
                     evidence=f"no {CUDA} label or CUDA_VERSION: not a CUDA image envbuild can judge",
                     fix=None,
-                )
+                ),
             ]
         cuda = ".".join(version.split(".")[:2])
-    return stack_verdict(
+    verdict = stack_verdict(
         matrix,
         smi,
         name=f"image {ref}",
@@ -603,6 +644,7 @@ def image_checks(
         requirement=requirement,
         disabled=disabled,
     )
+    return [platform, *verdict]
 
 
 def check_inputs(
@@ -728,11 +770,13 @@ def run_doctor(
         ]
 
     steps: list[tuple[str, Callable[[], list[Check]]]] = [
+        ("host platform", lambda: [check_host_platform()]),
         ("nvidia-smi", host),
         ("docker engine", lambda: check_docker(deadline)),
     ]
     if not gpu:
         steps = [
+            ("host platform", lambda: [check_host_platform()]),
             ("docker engine", lambda: check_docker(deadline, gpu=False)),
             ("buildkit", lambda: [check_buildkit()]),
         ]

@@ -26,6 +26,8 @@ from collections import deque
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
 from envbuild.errors import BuildError, UsageError
+from envbuild.image.platforms import describe, host_platform, platform_of
+from envbuild.matrix.platforms import normalize
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -122,8 +124,13 @@ def build_image(
     no_cache: bool = False,
     progress: Callable[[str], None] | None = None,
     labels: dict[str, str] | None = None,
+    platform: str | None = None,
 ) -> BuildResult:
-    """Build `context` untagged with `backend` ("api" | "buildkit" | "auto"); full output to log_path."""
+    """Build `context` untagged with `backend` ("api" | "buildkit" | "auto"); full output to log_path.
+
+    `platform` (linux/amd64, linux/arm64; None: the Engine's own) is what the image must be for: the
+    build asks for it, and an image of any other architecture fails here, before anything can tag or
+    push it (a classic builder may ignore the request and build for the host from a local base)."""
     backend = choose_backend(backend) if backend == "auto" else backend
     if backend not in ("api", "buildkit"):
         raise UsageError(f"unknown builder {backend!r}", fix="use one of: auto, buildkit, api")
@@ -136,9 +143,13 @@ def build_image(
         log.write(f"# envbuild build: backend={backend} context={os.path.abspath(context)}\n")
         try:
             if backend == "api":
-                image_id, steps = _build_api(context, log, log_path, no_cache, progress, labels)
+                image_id, steps = _build_api(context, log, log_path, no_cache, progress, labels, platform)
             else:
-                image_id, steps = _build_buildkit(context, log, log_path, no_cache, progress, labels)
+                image_id, steps = _build_buildkit(
+                    context, log, log_path, no_cache, progress, labels, platform
+                )
+            if platform is not None:
+                check_platform(image_id, platform, log_path=log_path)
         except BaseException as exc:
             # the log ends with why it stopped, never mid-line without a word
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -153,6 +164,46 @@ def build_image(
     return BuildResult(image_id=image_id, backend=backend, seconds=seconds, steps=steps)
 
 
+def is_native(platform: str) -> bool:
+    """Whether `platform` is this host's own (no emulation needed to run what is built for it)."""
+    host = host_platform()
+    return host is not None and host.name == normalize(platform)
+
+
+def check_platform(image_id: str, platform: str, *, log_path: str | None = None) -> str:
+    """The image's platform, when it is `platform`; else a BuildError with what it is and the fix.
+
+    Asked of the Engine (the image config's os/architecture), never taken from the build's request:
+    a builder that ignored --platform, or a base image of the wrong architecture, shows up here."""
+    import docker
+    import docker.errors
+    import docker.utils
+
+    wanted = normalize(platform)
+    try:
+        client = docker.APIClient(version="auto", timeout=60, **docker.utils.kwargs_from_env())
+        try:
+            attrs = client.inspect_image(image_id)
+        finally:
+            client.close()
+    except docker.errors.DockerException as exc:
+        raise BuildError(
+            f"cannot inspect the built image {image_id}: {redact(str(exc))}",
+            fix="check that dockerd is healthy (`docker info`) and build again",
+        ) from None
+    found = platform_of(attrs)
+    if found != wanted:
+        where = f"; the build log is {log_path}" if log_path else ""
+        raise BuildError(
+            f"the build made an image for {describe(attrs)}, not {wanted} as the plan asks: it was not "
+            f"tagged or pushed{where}",
+            fix=f"build with BuildKit (--builder buildkit), which builds for --platform {wanted}, from a "
+            f"base image that has a {wanted} variant (check --base-image: `docker image inspect` shows its "
+            "Architecture)",
+        )
+    return found
+
+
 def _failure(step: str | None, detail: str, log_path: str) -> BuildError:
     where = f"at step {step}" if step else "before the first step"
     return BuildError(f"docker build failed {where}: {redact(detail)}", fix=f"read the full log: {log_path}")
@@ -165,6 +216,7 @@ def _build_api(
     no_cache: bool,
     progress: Callable[[str], None] | None,
     labels: dict[str, str] | None,
+    platform: str | None = None,
 ) -> tuple[str, int]:
     import docker
     import docker.errors
@@ -191,6 +243,9 @@ def _build_api(
             nocache=no_cache,
             pull=False,
             labels=labels,
+            # the classic builder takes a platform from API 1.32; asked only for a foreign one, so a
+            # native build sends what it always has
+            **({"platform": platform} if platform and not is_native(platform) else {}),
         )
         for chunk in stream:
             text = redact(chunk.get("stream") or "")
@@ -236,6 +291,7 @@ def _build_buildkit(
     no_cache: bool,
     progress: Callable[[str], None] | None,
     labels: dict[str, str] | None,
+    platform: str | None = None,
 ) -> tuple[str, int]:
     cli = docker_cli()
     if not cli or not buildkit_available(cli):
@@ -248,6 +304,8 @@ def _build_buildkit(
     command = [cli, "build", "--progress=plain", "--iidfile", iidfile]
     if no_cache:
         command.append("--no-cache")
+    if platform:
+        command += ["--platform", platform]
     for key, value in (labels or {}).items():
         command += ["--label", f"{key}={value}"]
     command.append(context)

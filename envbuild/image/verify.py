@@ -22,12 +22,15 @@ import re
 import sys
 import time
 import uuid
+from typing import Any
 
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
+from envbuild.image.platforms import Runnable, describe, platform_of, runnable
 from envbuild.matrix.load import load_matrix
+from envbuild.matrix.platforms import accepted
 from envbuild.matrix.versions import format_driver
 from envbuild.oci.labels import ROLE
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES
@@ -46,15 +49,19 @@ class Verification(Record):
     report: the parsed, schema-valid smoke report. passed: report["passed"] and exit code 0.
     seconds: wall time from container start to exit. device: "cpu" or "gpu" as requested.
     exit_code: the smoke program's exit status. image_id: the "sha256:..." id of the image it ran.
+    platform: the image's (linux/arm64), None when the Engine named an architecture envbuild does not
+    know. emulated: the smoke step ran through QEMU (binfmt_misc), on a host of another architecture.
     """
 
-    __slots__ = ("report", "passed", "seconds", "device", "exit_code", "image_id")
+    __slots__ = ("report", "passed", "seconds", "device", "exit_code", "image_id", "platform", "emulated")
     report: dict
     passed: bool
     seconds: float
     device: str
     exit_code: int
     image_id: str
+    platform: str | None
+    emulated: bool
 
 
 def _driver_floor(major: int, minor: int) -> str | None:
@@ -148,6 +155,7 @@ def verify_image(
                     fix="check the registry is reachable and you are logged in (docker login)",
                 ) from None
 
+    platform, run = _how_it_runs(client, image, device)
     command = ["python", SMOKE_PATH, "--device", device, "--steps", str(steps), "--precision", precision]
     options: dict[str, object] = {
         "command": command,
@@ -216,6 +224,10 @@ def verify_image(
             "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5]),
             fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
         )
+    # what only the host knows: which platform's image ran, and whether QEMU ran it (host facts, not the
+    # program's: an emulated program reports the image's machine as its own)
+    report["image_platform"] = platform
+    report["emulated"] = bool(run is not None and run.emulated)
     doubts = gate_problems(report, device) if report["passed"] else []
     if doubts:  # what promotion would refuse: the program said passed, its own numbers do not
         raise VerifyError(
@@ -229,7 +241,40 @@ def verify_image(
         device=device,
         exit_code=exit_code,
         image_id=image_id,
+        platform=platform,
+        emulated=report["emulated"],
     )
+
+
+def _how_it_runs(client: Any, image: str, device: str) -> tuple[str | None, Runnable | None]:
+    """(the image's platform, how this host runs it); a VerifyError when it cannot run it at all, or
+    when a GPU smoke step would have to run emulated. (None, None) for an image the Engine does not
+    have: creating the container says so, with its own fix."""
+    import docker.errors
+
+    try:
+        attrs = client.images.get(image).attrs
+    except docker.errors.ImageNotFound:
+        return None, None
+    except docker.errors.APIError as exc:
+        raise _engine_error(exc, "inspect the image of") from None
+    platform = platform_of(attrs)
+    if platform is None:
+        raise VerifyError(
+            f"image {image!r} is for {describe(attrs)}, a platform envbuild does not build or verify",
+            fix=f"verify an image built for one of: {accepted()} (`[stack] platform` in the spec)",
+        )
+    run = runnable(platform)
+    if not run.ok:
+        raise VerifyError(f"cannot run the smoke step of {image!r}: {run.reason}", fix=run.fix)
+    if run.emulated and device == "gpu":
+        raise VerifyError(
+            f"image {image!r} is {platform} and this host is {run.host}: it would run under QEMU "
+            "emulation, which reaches no GPU, so a GPU smoke step cannot run here",
+            fix=f"run `envbuild verify` on a {platform} GPU host, or check it here on the CPU with "
+            "--smoke-device cpu (emulated, slow)",
+        )
+    return platform, run
 
 
 def _remove(client: object, container: object, name: str, *, quiet: bool) -> None:

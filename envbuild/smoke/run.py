@@ -103,6 +103,9 @@ def summary(report: dict) -> str:
     for failure in report["failed"]:
         lines.append(f"  FAILED {failure['gate']}: {failure['detail']}")
         lines.append(f"    hint: {failure['hint']}")
+    if report.get("image_platform"):  # verify's: the image's platform, and whether QEMU ran it
+        how = "emulated (QEMU), CPU only" if report.get("emulated") else "native"
+        lines.append(f"  platform {report['image_platform']} ({how})")
     for note in report.get("notes", []):
         lines.append(f"  note: {note}")
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ def test_no_gpu_passes_on_a_cpu_runner(capsys, anonymous_registry: str, tmp_path
     code, report = doctor(capsys, "--no-gpu", "--registry", anonymous_registry)
     checks = by_name(report)
     assert code == 0, report
-    assert set(checks) == {"docker engine", "buildkit", f"registry {anonymous_registry}"}
+    assert set(checks) == {"host platform", "docker engine", "buildkit", f"registry {anonymous_registry}"}
     assert checks["docker engine"]["status"] == "ok" and checks["docker engine"]["evidence"].startswith(
         "Docker "
     )

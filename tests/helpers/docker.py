@@ -22,6 +22,10 @@ from envbuild.cli.app import main
 T = TypeVar("T")
 
 BASE_IMAGE = "envbuild-test/bookworm:latest"
+ARM64_BASE_IMAGE = "envbuild-test/bookworm-arm64:latest"
+# what the arm64 base gets at debootstrap time: the rendered Dockerfile's own apt-get install then
+# finds them installed, instead of unpacking them under QEMU (see make_bookworm_arm64_image)
+ARM64_INCLUDE = ("python3", "python3-venv", "ca-certificates")
 TORCH_SPEC = """
 [stack]
 driver = "580"
@@ -69,6 +73,50 @@ def make_bookworm_image(scratch: Path) -> str:
     )
     tar.wait()
     return BASE_IMAGE
+
+
+def make_bookworm_arm64_image(scratch: Path) -> str:
+    """ARM64_BASE_IMAGE, a real linux/arm64 Debian bookworm, unless the Engine has it already.
+
+    debootstrap --arch=arm64 runs its second stage through QEMU (binfmt_misc). `docker import
+    --platform` on Engine 20.10 still labels the image amd64, and BuildKit then tries to pull it; a
+    BuildKit build of `FROM scratch` + `ADD rootfs.tar /` with --platform linux/arm64 gives an image
+    that later FROM lines for linux/arm64 use from the Engine."""
+    if docker("image", "inspect", ARM64_BASE_IMAGE, check=False).returncode == 0:
+        return ARM64_BASE_IMAGE
+    root = scratch / "rootfs"
+    done = subprocess.run(
+        [
+            "debootstrap",
+            "--arch=arm64",
+            "--variant=minbase",
+            f"--include={','.join(ARM64_INCLUDE)}",
+            "bookworm",
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, (
+        f"debootstrap --arch=arm64 failed (is qemu-aarch64 enabled?): {done.stdout[-2000:]}"
+    )
+    for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):  # 90 MB the image needs not
+        for entry in (root / cache).glob("*"):
+            if entry.is_file():
+                entry.unlink()
+    context = scratch / "context"
+    context.mkdir()
+    subprocess.run(["tar", "-C", str(root), "-cf", str(context / "rootfs.tar"), "."], check=True)
+    (context / "Dockerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["bash"]\n')
+    built = docker("build", "--platform", "linux/arm64", "-t", ARM64_BASE_IMAGE, str(context), check=False)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    shutil.rmtree(context, ignore_errors=True)
+    return ARM64_BASE_IMAGE
+
+
+def architecture(image: str) -> str:
+    """The image config's os/architecture, as the Engine records it: linux/arm64."""
+    return docker("image", "inspect", image, "--format", "{{.Os}}/{{.Architecture}}").stdout.strip()
 
 
 def render_and_build(workdir: Path, spec_text: str, wheelhouse: Path, base: str, tag: str) -> tuple[str, str]:

@@ -1,8 +1,8 @@
 """A Docker Engine API endpoint on loopback for verify's decision without dockerd: it speaks the part
-of the Engine API that `envbuild.image.verify.verify_image` uses (version, container create, inspect,
-start, wait, logs, remove) and answers with what a smoke program printed and its exit code. It is a
-real HTTP server the real docker SDK talks to (DOCKER_HOST=tcp://...), not a mock of docker: the
-client's request building, log demultiplexing and error handling all run."""
+of the Engine API that `envbuild.image.verify.verify_image` uses (version, image inspect, container
+create, inspect, start, wait, logs, remove) and answers with what a smoke program printed and its
+exit code. It is a real HTTP server the real docker SDK talks to (DOCKER_HOST=tcp://...), not a
+mock of docker: the client's request building, log demultiplexing and error handling all run."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import re
 import struct
 
+from envbuild.image.platforms import host_platform
 from tests.helpers.registry import LoopbackServer, RegistryHandler
 
 IMAGE_ID = "sha256:" + "5" * 64
@@ -28,8 +29,18 @@ class LoopbackEngine(LoopbackServer):
     `seen` lists (method, path without the /v1.NN prefix) of every request, in order: a test proves
     what verify asked the Engine for (the container removed after the run, say) from it."""
 
-    def __init__(self, stdout: str, *, exit_code: int, stderr: str = "") -> None:
+    def __init__(
+        self, stdout: str, *, exit_code: int, stderr: str = "", architecture: str | None = None
+    ) -> None:
+        """architecture: what the image's config says it is for (None: this host's, as a native
+        image); verify reads it before it creates a container."""
         self.seen: list[tuple[str, str]] = []
+        host = host_platform()
+        image = {
+            "Id": IMAGE_ID,
+            "Os": "linux",
+            "Architecture": architecture or (host.architecture if host else "amd64"),
+        }
         outer = self
         logs = {
             "stdout=1&stderr=0": _frame(1, stdout.encode()),
@@ -51,6 +62,8 @@ class LoopbackEngine(LoopbackServer):
                 container = f"/containers/{CONTAINER_ID}"
                 if path == "/version":
                     return self.reply(200, json.dumps({"ApiVersion": "1.43", "Version": "24.0.0"}).encode())
+                if self.command == "GET" and path.startswith("/images/") and path.endswith("/json"):
+                    return self.reply(200, json.dumps(image).encode())
                 if (self.command, path) == ("POST", "/containers/create"):
                     return self.reply(201, json.dumps({"Id": CONTAINER_ID, "Warnings": []}).encode())
                 if (self.command, path) == ("GET", f"{container}/json"):

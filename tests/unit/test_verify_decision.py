@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from envbuild.errors import VerifyError
+from envbuild.image.platforms import host_platform
 from envbuild.image.verify import verify_image
 from tests.helpers.engine import IMAGE_ID, LoopbackEngine
 from tests.helpers.paths import FIXTURES
@@ -19,6 +20,7 @@ from tests.helpers.paths import FIXTURES
 PASSED = json.loads((FIXTURES / "smoke" / "torch-cpu-passed.json").read_text())
 FAILED = json.loads((FIXTURES / "smoke" / "torch-cpu-lr0-failed.json").read_text())  # training gate failed
 RUN = [
+    "GET /images/envbuild-test/any:tag/json",  # its platform first: can this host run it at all
     "POST /containers/create",
     "GET /containers/ID/json",
     "POST /containers/ID/start",
@@ -55,9 +57,12 @@ def test_a_passing_report_and_exit_0_pass(engine) -> None:
     verification = verify_image("envbuild-test/any:tag", device="cpu")
     assert verification.passed is True
     assert verification.exit_code == 0 and verification.image_id == IMAGE_ID and verification.device == "cpu"
-    assert verification.report == PASSED
+    # the host's facts beside the program's: the image's platform, and that it ran natively
+    host = host_platform()
+    assert verification.report == {**PASSED, "image_platform": host and host.name, "emulated": False}
+    assert verification.platform == (host and host.name) and verification.emulated is False
     calls = server.calls()
-    assert calls[:4] == RUN and calls[-1] == REMOVED, calls
+    assert calls[:5] == RUN and calls[-1] == REMOVED, calls
 
 
 def test_a_report_with_a_failed_gate_does_not_pass(engine) -> None:

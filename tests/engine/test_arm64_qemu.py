@@ -1,0 +1,141 @@
+"""The arm64 image end to end through QEMU (issue 19, item 4): `envbuild build --push` of a JAX 0.10.2
+image for linux/arm64 on this x86_64 host, air-gapped from the aarch64 wheelhouse and the local arm64
+Debian base; BuildKit builds it for --platform linux/arm64 (its RUN steps emulated), the CPU smoke step
+runs emulated and passes its gates, and promote pushes it to the registry on loopback by digest. One
+image, kept lean: emulation is slow (README, "arm64 / Grace"). A target of two platforms builds and
+verifies each in turn and tags nothing while one of them fails.
+
+The base stands in for nvidia/cuda's ubuntu24.04 image (no image registry is reachable here): it is
+Debian's Python 3.11, the wheelhouse's, while the plan names the ubuntu24.04 row's 3.12.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+import pytest
+import requests
+
+from envbuild.cli.app import main
+from envbuild.render.context import is_envbuild_context
+from tests.helpers.docker import architecture, docker
+
+pytestmark = pytest.mark.docker
+
+REPOSITORY = "envbuild-test/jax-arm64"
+TAG = "jax{framework_version}-arm64-e2e"
+# strategy base-image renders jax[cuda12-local]: it loads the image's CUDA, so no nvidia-* wheels,
+# and JAX runs on the CPU with it
+JAX_ARM64_SPEC = """
+[stack]
+driver = "580"
+cuda = "12.8"
+framework = "jax==0.10.2"
+python = "3.12"
+os = "ubuntu24.04"
+strategy = "base-image"
+platform = {platform}
+
+[image]
+repository = "{repository}"
+tags = ["{tag}"]
+installer = "pip"
+
+[smoke]
+device = "cpu"
+"""
+MANIFESTS = ", ".join(
+    (
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+    )
+)
+
+
+@pytest.fixture(autouse=True)
+def x86_64_host() -> None:
+    if platform.machine() != "x86_64":
+        pytest.skip(f"emulates arm64 on an x86_64 host (this one is {platform.machine()})")
+
+
+def build(tmp_path: Path, spec_text: str, wheelhouse: Path, base: str, *extra: str) -> tuple[int, Path]:
+    spec = tmp_path / "envbuild.toml"
+    spec.write_text(spec_text)
+    out = tmp_path / "build"
+    argv = ["build", "-f", str(spec), "-o", str(out), "--wheelhouse", str(wheelhouse)]
+    code = main([*argv, "--base-image", base, "--smoke-device", "cpu", "--builder", "buildkit", *extra])
+    return code, out
+
+
+def test_build_verify_and_push_an_arm64_jax_image_under_qemu(
+    tmp_path: Path,
+    bookworm_arm64_image: str,
+    arm64_wheelhouse: Path,
+    anonymous_registry: str,
+    images: list[str],
+    capsys,
+) -> None:
+    repository = f"{anonymous_registry}/{REPOSITORY}"
+    tag = f"{repository}:jax0.10.2-arm64-e2e"
+    images.append(tag)
+    spec = JAX_ARM64_SPEC.format(platform='"linux/arm64"', repository=repository, tag=TAG)
+    code, out = build(tmp_path, spec, arm64_wheelhouse, bookworm_arm64_image, "--push")
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    rec = json.loads((out / "default" / "record.json").read_text())
+    assert rec["ok"] is True and rec["status"] == "promoted"
+    assert set(rec["stages"]) == {"render", "build", "audit", "verify", "promote"}
+    assert rec["stack"]["framework"] == "jax" and rec["stack"]["framework_version"] == "0.10.2"
+    requirements = (out / "default" / "requirements-framework.txt").read_text()
+    assert "jax[cuda12-local]==0.10.2" in requirements  # the image's CUDA, no nvidia-* wheels
+    assert "--platform linux/arm64" in (out / "default" / "build.log").read_text()
+    # the smoke step ran in the arm64 image, under QEMU, on the CPU, and passed its gates
+    smoke = rec["smoke"]
+    assert smoke["passed"] is True and smoke["framework"] == "jax" and smoke["framework_version"] == "0.10.2"
+    assert smoke["image_platform"] == "linux/arm64" and smoke["emulated"] is True
+    assert smoke["device_used"] == "cpu" and smoke["gates"]["training"] == "passed"
+    assert "linux/arm64 emulated" in printed.out
+    # promoted by digest: the registry's manifest is the pushed digest, and its config says arm64
+    (pushed,) = rec["pushed"]
+    assert architecture(tag) == "linux/arm64"
+    manifest = requests.get(
+        f"http://{anonymous_registry}/v2/{REPOSITORY}/manifests/jax0.10.2-arm64-e2e",
+        headers={"Accept": MANIFESTS},
+        timeout=30,
+    )
+    assert manifest.headers["Docker-Content-Digest"] == pushed["digest"]
+    config = requests.get(
+        f"http://{anonymous_registry}/v2/{REPOSITORY}/blobs/{manifest.json()['config']['digest']}", timeout=30
+    ).json()
+    assert (config["os"], config["architecture"]) == ("linux", "arm64")
+    # a GPU smoke step of this image here would be emulated: refused before any container is made
+    assert main(["verify", tag, "--smoke-device", "gpu"]) == 1
+    err = capsys.readouterr().err
+    assert "QEMU emulation, which reaches no GPU" in err and "--smoke-device cpu" in err
+
+
+def test_a_target_of_two_platforms_tags_nothing_while_one_fails(
+    tmp_path: Path,
+    bookworm_arm64_image: str,
+    arm64_wheelhouse: Path,
+    images: list[str],
+    capsys,
+) -> None:
+    """arm64 first: built (BuildKit's cache of the test above) and verified emulated, then amd64 fails
+    (its base is the arm64 one, which BuildKit looks for on Docker Hub): no tag for either."""
+    tag = f"{REPOSITORY}:jax0.10.2-arm64-e2e"
+    images.append(tag)
+    spec = JAX_ARM64_SPEC.format(platform='["linux/arm64", "linux/amd64"]', repository=REPOSITORY, tag=TAG)
+    code, out = build(tmp_path, spec, arm64_wheelhouse, bookworm_arm64_image)
+    err = capsys.readouterr().err
+    assert code == 1 and "docker build failed" in err, err
+    # each platform's context under the target's, which is envbuild's to replace on the next build
+    assert is_envbuild_context(str(out / "default"))
+    arm64 = json.loads((out / "default" / "arm64" / "record.json").read_text())
+    assert arm64["status"] == "verified" and arm64["smoke"]["emulated"] is True and arm64["tags"] == []
+    amd64 = json.loads((out / "default" / "amd64" / "record.json").read_text())
+    assert amd64["status"] == "failed" and "verify" not in amd64["stages"] and amd64["tags"] == []
+    assert docker("image", "inspect", tag, check=False).returncode != 0
+    assert docker("ps", "-aq", "--filter", "label=io.envbuild.role=smoke").stdout.split() == []
