@@ -21,13 +21,14 @@ from envbuild import __version__
 from envbuild._util.files import write_atomic
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact, redact_values
-from envbuild.errors import EnvbuildError, PromoteError, UsageError
+from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.auditgate import audit_gate, summary
 from envbuild.image.platforms import require_buildable
 from envbuild.image.promote import promote
 from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.matrix.platforms import short
+from envbuild.oci.reference import split_tag
 from envbuild.render.context import check_destination, render_files, write_context
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import build_plan
@@ -295,7 +296,7 @@ def build_target(
                 + ")"
             )
             if not promote_image:  # build_platforms promotes once every platform has passed
-                record.update(ok=True, status="verified", labels=gate.labels)
+                record.update(ok=True, status="verified", labels=gate.labels, plan_tags=list(plan.tags))
                 _write_json(record_path, record)
                 return record
 
@@ -379,19 +380,81 @@ def build_platforms(
 
 
 def promote_platforms(target: Target, records: dict[str, dict], options: BuildOptions) -> dict:
-    """HOOK: one multi-platform index of the verified images, tagged and pushed by digest.
+    """Every platform's image passed its smoke step: promote each, then join them in one index.
 
-    Every platform's image has passed its smoke step here (records: platform -> its record, status
-    "verified", with images.built, smoke, report_digest and labels). The index push is
-    envbuild.image.promote's (issue 19, part C); until it is called here no tag is made, and the
-    build says so."""
-    built = ", ".join(f"{name}: {record['images']['built'][:19]}" for name, record in records.items())
-    raise PromoteError(
-        f"{target.name}: every platform passed its smoke step ({built}), but this envbuild cannot "
-        "push a multi-platform index yet, so nothing was tagged",
-        fix=f"build one platform at a time (`[stack] platform` = one of {', '.join(records)}) and "
-        f"promote each; each platform's record is under {options.out_dir}/{target.name}/<arch>/",
-    )
+    Each platform's verified image is labelled, tagged `<tag>-<arch>` and (with --push) pushed, as a
+    single-platform build promotes its image; the index over the pushed digests then gets the spec's
+    own tags, by digest, through envbuild.image.promote.promote_platforms (which checks each image's
+    platform and verified label again in the registry). An index lives in a registry: without --push
+    the per-platform tags are the result, and the build says so. Returns the target's record, with
+    each platform's under "platforms"."""
+    from envbuild.image.promote import PlatformImage
+    from envbuild.image.promote import promote_platforms as push_platform_index
+
+    first = next(iter(records.values()))
+    tags = list(first["plan_tags"])
+    summary: dict = {
+        "target": target.name,
+        "envbuild": __version__,
+        "ok": False,
+        "status": "promoting",
+        "stack": first.get("stack"),
+        "smoke_device": first.get("smoke_device"),
+        "platforms": {},
+        "tags": [],
+        "pushed": [],
+        "index": None,
+        "error": None,
+    }
+    record_path = os.path.join(options.out_dir, target.name, RECORD)
+    images: list[PlatformImage] = []
+    made: list[str] = []
+    try:
+        for name, record in records.items():
+            arch = short(name)
+            promotion = promote(
+                record["images"]["built"],
+                tags=[f"{tag}-{arch}" for tag in tags],
+                report=record["smoke"],
+                device=record["smoke_device"],
+                push=options.push,
+                labels=record["labels"],
+            )
+            made += promotion.tags
+            record["images"]["promoted"] = promotion.image_id
+            record.update(
+                ok=True,
+                status="promoted",
+                tags=list(promotion.tags),
+                pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
+            )
+            _write_json(os.path.join(options.out_dir, target.name, arch, RECORD), record)
+            summary["platforms"][name] = {"image": promotion.image_id, "tags": list(promotion.tags)}
+            if promotion.pushed:
+                repository = split_tag(promotion.pushed[0][0])[0]
+                images.append(
+                    PlatformImage(ref=f"{repository}@{promotion.pushed[0][1]}", platform=name, report=None)
+                )
+        summary["tags"] = list(made)
+        if not options.push:
+            summary.update(ok=True, status="promoted")
+            _write_json(record_path, summary)
+            return summary
+        index = push_platform_index(images, to=[split_tag(tag)[1] for tag in tags])
+        summary.update(
+            ok=True,
+            status="promoted",
+            index=index.index,
+            tags=[*made, *(ref for ref, _ in index.promoted)],
+            pushed=[{"tag": ref, "digest": digest} for ref, digest in index.promoted],
+        )
+    except EnvbuildError as exc:
+        _untag(made)  # no platform keeps a tag when the target as a whole did not promote
+        summary.update(status="failed", error=exc.message, tags=[])
+        _write_json(record_path, summary)
+        raise
+    _write_json(record_path, summary)
+    return summary
 
 
 def _untag(tags) -> None:

@@ -84,20 +84,6 @@ def bookworm_arm64_image(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="session")
-def arm64_wheelhouse() -> Path:
-    """jax[cuda12-local]==0.10.2 for Python 3.11 on aarch64 (and uv's aarch64 wheel), fetched once by
-    .ci/run (about 300 MB: too much to download per test session)."""
-    prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE_ARM64")
-    patterns = ("jax-0.10.2-*.whl", "jaxlib-0.10.2-*aarch64*.whl", "jax_cuda12_plugin-0.10.2-*aarch64*.whl")
-    if prepared and all(any(Path(prepared).glob(pattern)) for pattern in patterns):
-        return Path(prepared)
-    why = f"ENVBUILD_TEST_WHEELHOUSE_ARM64={prepared!r} lacks one of {patterns}; .ci/run fetches it"
-    if os.environ.get("ENVBUILD_REQUIRE_DOCKER"):  # CI: a missing capability fails, never skips
-        pytest.fail(why)
-    pytest.skip(why)
-
-
-@pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch 2.13.0, six 1.16.0 and six 1.17.0 for the test images' Python 3.11, from `pip download`,
     and the uv wheel the images install with."""
@@ -114,29 +100,43 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pypi_unreachable(f"pip download for the wheelhouse exited {exc.returncode}")
 
 
-@pytest.fixture(scope="session")
-def arm64_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """jax[cuda12-local] 0.10.2 and its closure for CPython 3.11 on aarch64 (manylinux_2_28's tags,
-    envbuild.matrix.platforms): ENVBUILD_TEST_WHEELHOUSE_ARM64 when .ci/run prepared it, else
-    `pip download`ed here."""
+def jax_wheelhouse(factory: pytest.TempPathFactory, variable: str, platform_name: str) -> Path:
+    """jax[cuda12-local] 0.10.2 and its closure for CPython 3.11 on `platform_name` (its manylinux
+    tags from envbuild.matrix.platforms): the directory in `variable` when .ci/run prepared it, else
+    `pip download`ed here. [cuda12-local] loads the image's CUDA, so no nvidia-* wheels: JAX runs on
+    the CPU with it."""
     import sys
 
     from envbuild.matrix.platforms import platform
 
-    prepared = os.environ.get("ENVBUILD_TEST_WHEELHOUSE_ARM64")
+    machine = platform(platform_name).machine
+    prepared = os.environ.get(variable)
     if prepared and all(
-        any(Path(prepared).glob(pattern)) for pattern in ("jax-0.10.2-*.whl", "jaxlib-0.10.2-*_aarch64.whl")
+        any(Path(prepared).glob(pattern))
+        for pattern in ("jax-0.10.2-*.whl", f"jaxlib-0.10.2-*_{machine}.whl")
     ):
         return Path(prepared)
-    directory = tmp_path_factory.mktemp("arm64-wheelhouse")
-    tags = [flag for tag in platform("linux/arm64").wheel_tags for flag in ("--platform", tag)]
+    directory = factory.mktemp(f"jax-{machine}-wheelhouse")
+    tags = [flag for tag in platform(platform_name).wheel_tags for flag in ("--platform", tag)]
     command = [sys.executable, "-m", "pip", "download", "--quiet", "jax[cuda12-local]==0.10.2"]
     command += ["--python-version", "3.11", "--only-binary=:all:", *tags, "-d", str(directory)]
     try:
         subprocess.run(command, check=True)
     except subprocess.CalledProcessError as exc:
-        pypi_unreachable(f"pip download of the arm64 wheelhouse exited {exc.returncode}")
+        pypi_unreachable(f"pip download of the {machine} JAX wheelhouse exited {exc.returncode}")
     return directory
+
+
+@pytest.fixture(scope="session")
+def arm64_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The aarch64 JAX wheelhouse: the arm64 lock and the emulated arm64 image."""
+    return jax_wheelhouse(tmp_path_factory, "ENVBUILD_TEST_WHEELHOUSE_ARM64", "linux/arm64")
+
+
+@pytest.fixture(scope="session")
+def jax_amd64_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The x86_64 JAX wheelhouse: the amd64 half of the two-platform JAX image."""
+    return jax_wheelhouse(tmp_path_factory, "ENVBUILD_TEST_WHEELHOUSE_JAX_AMD64", "linux/amd64")
 
 
 @pytest.fixture(scope="session")
@@ -227,7 +227,9 @@ def images() -> Iterator[list[str]]:
 # The session fixtures above that `pip download` from PyPI (or pip's configured index): every test that
 # uses one gets the `pypi` marker, so `-m "not pypi"` runs what needs no PyPI. A test module that
 # reaches PyPI itself sets `pytestmark = pytest.mark.pypi`.
-PYPI_FIXTURES = frozenset({"arm64_wheelhouse", "framework_wheels", "indexes", "wheelhouse"})
+PYPI_FIXTURES = frozenset(
+    {"arm64_wheelhouse", "framework_wheels", "indexes", "jax_amd64_wheelhouse", "wheelhouse"}
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,9 +1,10 @@
 """The arm64 image end to end through QEMU (issue 19, item 4): `envbuild build --push` of a JAX 0.10.2
-image for linux/arm64 on this x86_64 host, air-gapped from the aarch64 wheelhouse and the local arm64
+image for linux/arm64 on this x86_64 host, air-gapped from the aarch64 wheelhouse and a local arm64
 Debian base; BuildKit builds it for --platform linux/arm64 (its RUN steps emulated), the CPU smoke step
-runs emulated and passes its gates, and promote pushes it to the registry on loopback by digest. One
-image, kept lean: emulation is slow (README, "arm64 / Grace"). A target of two platforms builds and
-verifies each in turn and tags nothing while one of them fails.
+runs emulated and passes its gates, and promote pushes it to the registry on loopback by digest. Then
+the same target for linux/amd64 and linux/arm64 from one multi-arch base: each platform built and
+verified, and one OCI index over both pushed and read back. Emulation is slow (README, "arm64 /
+Grace"), so the images are few and BuildKit's cache carries the arm64 build from test to test.
 
 The base stands in for nvidia/cuda's ubuntu24.04 image (no image registry is reachable here): it is
 Debian's Python 3.11, the wheelhouse's, while the plan names the ubuntu24.04 row's 3.12.
@@ -21,6 +22,7 @@ import requests
 from envbuild.cli.app import main
 from envbuild.render.context import is_envbuild_context
 from tests.helpers.docker import architecture, docker
+from tests.helpers.registry import index_over_pushed
 
 pytestmark = pytest.mark.docker
 
@@ -52,6 +54,7 @@ MANIFESTS = ", ".join(
         "application/vnd.oci.image.manifest.v1+json",
     )
 )
+INDEX = "application/vnd.oci.image.index.v1+json"
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +74,7 @@ def build(tmp_path: Path, spec_text: str, wheelhouse: Path, base: str, *extra: s
 
 def test_build_verify_and_push_an_arm64_jax_image_under_qemu(
     tmp_path: Path,
-    bookworm_arm64_image: str,
+    multi_arch_base: str,
     arm64_wheelhouse: Path,
     anonymous_registry: str,
     images: list[str],
@@ -81,7 +84,7 @@ def test_build_verify_and_push_an_arm64_jax_image_under_qemu(
     tag = f"{repository}:jax0.10.2-arm64-e2e"
     images.append(tag)
     spec = JAX_ARM64_SPEC.format(platform='"linux/arm64"', repository=repository, tag=TAG)
-    code, out = build(tmp_path, spec, arm64_wheelhouse, bookworm_arm64_image, "--push")
+    code, out = build(tmp_path, spec, arm64_wheelhouse, multi_arch_base, "--push")
     printed = capsys.readouterr()
     assert code == 0, printed.err
     rec = json.loads((out / "default" / "record.json").read_text())
@@ -118,17 +121,17 @@ def test_build_verify_and_push_an_arm64_jax_image_under_qemu(
 
 def test_a_target_of_two_platforms_tags_nothing_while_one_fails(
     tmp_path: Path,
-    bookworm_arm64_image: str,
+    multi_arch_base: str,
     arm64_wheelhouse: Path,
     images: list[str],
     capsys,
 ) -> None:
     """arm64 first: built (BuildKit's cache of the test above) and verified emulated, then amd64 fails
-    (its base is the arm64 one, which BuildKit looks for on Docker Hub): no tag for either."""
+    (the wheelhouse has no x86_64 jaxlib, so its install step fails): no tag for either."""
     tag = f"{REPOSITORY}:jax0.10.2-arm64-e2e"
     images.append(tag)
     spec = JAX_ARM64_SPEC.format(platform='["linux/arm64", "linux/amd64"]', repository=REPOSITORY, tag=TAG)
-    code, out = build(tmp_path, spec, arm64_wheelhouse, bookworm_arm64_image)
+    code, out = build(tmp_path, spec, arm64_wheelhouse, multi_arch_base)
     err = capsys.readouterr().err
     assert code == 1 and "docker build failed" in err, err
     # each platform's context under the target's, which is envbuild's to replace on the next build
@@ -139,3 +142,87 @@ def test_a_target_of_two_platforms_tags_nothing_while_one_fails(
     assert amd64["status"] == "failed" and "verify" not in amd64["stages"] and amd64["tags"] == []
     assert docker("image", "inspect", tag, check=False).returncode != 0
     assert docker("ps", "-aq", "--filter", "label=io.envbuild.role=smoke").stdout.split() == []
+
+
+@pytest.fixture(scope="module")
+def multi_arch_base(anonymous_registry: str, bookworm_image: str, bookworm_arm64_image: str) -> str:
+    """The two local bookworm bases pushed to the loopback registry and joined in one OCI index, as
+    nvidia/cuda publishes its tags: BuildKit takes each platform's manifest from it."""
+    repository = f"{anonymous_registry}/envbuild-test/bookworm-multi"
+    for arch, image in (("amd64", bookworm_image), ("arm64", bookworm_arm64_image)):
+        docker("tag", image, f"{repository}:{arch}")
+        docker("push", f"{repository}:{arch}")
+    index_over_pushed(
+        anonymous_registry,
+        "envbuild-test/bookworm-multi",
+        "latest",
+        {"linux/amd64": "amd64", "linux/arm64": "arm64"},
+    )
+    return f"{repository}:latest"
+
+
+def joined(tmp_path: Path, *houses: Path) -> Path:
+    """One wheelhouse over several (hard links): render gives each platform's context its own wheels."""
+    both = tmp_path / "wheelhouse"
+    both.mkdir()
+    for house in houses:
+        for wheel in house.glob("*.whl"):
+            target = both / wheel.name
+            if not target.exists():
+                try:
+                    target.hardlink_to(wheel)
+                except OSError:
+                    target.write_bytes(wheel.read_bytes())
+    return both
+
+
+def test_a_two_platform_target_pushes_one_index_over_its_verified_images(
+    tmp_path: Path,
+    multi_arch_base: str,
+    arm64_wheelhouse: Path,
+    jax_amd64_wheelhouse: Path,
+    anonymous_registry: str,
+    images: list[str],
+    capsys,
+) -> None:
+    repository = f"{anonymous_registry}/{REPOSITORY}"
+    tag = "jax0.10.2-two-platforms"
+    images += [f"{repository}:{tag}", f"{repository}:{tag}-amd64", f"{repository}:{tag}-arm64"]
+    spec = JAX_ARM64_SPEC.format(platform='["linux/amd64", "linux/arm64"]', repository=repository, tag=tag)
+    wheels = joined(tmp_path, jax_amd64_wheelhouse, arm64_wheelhouse)
+    code, out = build(tmp_path, spec, wheels, multi_arch_base, "--push")
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    record = json.loads((out / "default" / "record.json").read_text())
+    assert record["ok"] is True and record["status"] == "promoted"
+    for arch in ("amd64", "arm64"):
+        platform_record = json.loads((out / "default" / arch / "record.json").read_text())
+        assert platform_record["status"] == "promoted" and platform_record["smoke"]["passed"] is True
+        assert platform_record["smoke"]["image_platform"] == f"linux/{arch}"
+        assert platform_record["smoke"]["emulated"] is (arch == "arm64")
+        assert f"--platform linux/{arch}" in (out / "default" / arch / "build.log").read_text()
+    # the index the spec's tag names, read back from the registry: one manifest per platform
+    index = requests.get(
+        f"http://{anonymous_registry}/v2/{REPOSITORY}/manifests/{tag}", headers={"Accept": INDEX}, timeout=30
+    )
+    assert index.status_code == 200 and index.headers["Content-Type"].startswith(INDEX)
+    assert record["index"] == f"{repository}@{index.headers['Docker-Content-Digest']}"
+    entries = {
+        f"{m['platform']['os']}/{m['platform']['architecture']}": m["digest"]
+        for m in index.json()["manifests"]
+    }
+    assert set(entries) == {"linux/amd64", "linux/arm64"}
+    for name, digest in entries.items():
+        child = requests.get(
+            f"http://{anonymous_registry}/v2/{REPOSITORY}/manifests/{digest}",
+            headers={"Accept": MANIFESTS},
+            timeout=30,
+        )
+        assert child.status_code == 200
+        config = requests.get(
+            f"http://{anonymous_registry}/v2/{REPOSITORY}/blobs/{child.json()['config']['digest']}",
+            timeout=30,
+        ).json()
+        assert f"{config['os']}/{config['architecture']}" == name
+        assert config["config"]["Labels"]["io.envbuild.verified"] == "true"
+        assert config["config"]["Labels"]["io.envbuild.platform"] == name

@@ -505,3 +505,39 @@ def upload_index(
     )
     assert stored.status_code == 201, stored.text
     return "sha256:" + hashlib.sha256(document).hexdigest(), {p: d for p, (d, _) in manifests.items()}
+
+
+def index_over_pushed(host: str, repo: str, tag: str, tags_by_platform: dict[str, str]) -> dict[str, str]:
+    """Tag `repo:tag` in the registry as an OCI image index over images already pushed there (one tag
+    per platform, e.g. {"linux/arm64": "arm64"}), as a multi-arch base like nvidia/cuda is published.
+    Returns {platform: its manifest's digest}."""
+    accept = (
+        "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+    )
+    entries, digests = [], {}
+    for platform, child in tags_by_platform.items():
+        got = requests.get(
+            f"http://{host}/v2/{repo}/manifests/{child}", headers={"Accept": accept}, timeout=30
+        )
+        assert got.status_code == 200, got.text
+        os_name, architecture = platform.split("/")
+        digests[platform] = got.headers["Docker-Content-Digest"]
+        entries.append(
+            {
+                "mediaType": got.headers["Content-Type"].split(";")[0],
+                "digest": digests[platform],
+                "size": len(got.content),
+                "platform": {"os": os_name, "architecture": architecture},
+            }
+        )
+    index = json.dumps(
+        {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": entries}
+    ).encode()
+    stored = requests.put(
+        f"http://{host}/v2/{repo}/manifests/{tag}",
+        data=index,
+        headers={"Content-Type": "application/vnd.oci.image.index.v1+json"},
+        timeout=30,
+    )
+    assert stored.status_code == 201, stored.text
+    return digests
