@@ -160,7 +160,13 @@ MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
 def verified_image(labels: dict[str, str] | None = None) -> tuple[bytes, str, bytes, str]:
     """(manifest bytes, its digest, config bytes, its digest) of a layerless image whose config
     carries `labels` (default: io.envbuild.verified=true), for servers that serve one image."""
-    config = json.dumps({"config": {"Labels": labels or {"io.envbuild.verified": "true"}}}).encode()
+    return layerless_image({"config": {"Labels": labels or {"io.envbuild.verified": "true"}}})
+
+
+def layerless_image(config_document: dict) -> tuple[bytes, str, bytes, str]:
+    """(manifest bytes, its digest, config bytes, its digest) of an image with no layers and this
+    config: what a registry test needs of an image, without an Engine."""
+    config = json.dumps(config_document).encode()
     config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
     manifest = json.dumps(
         {
@@ -444,27 +450,15 @@ def upload_index(
     manifests = {}
     for platform in platforms:
         os_name, architecture = platform.split("/")[:2]
-        config = json.dumps({"architecture": architecture, "os": os_name, "config": {"Labels": {}}}).encode()
-        config_digest = "sha256:" + hashlib.sha256(config).hexdigest()
+        manifest, digest, config, config_digest = layerless_image(
+            {"architecture": architecture, "os": os_name, "config": {"Labels": {}}}
+        )
         started = requests.post(f"http://{host}/v2/{repo}/blobs/uploads/", timeout=10)
         assert started.status_code == 202, started.text
         location = started.headers["Location"]
         url = location if "://" in location else f"http://{host}{location}"
         put = requests.put(url, params={"digest": config_digest}, data=config, timeout=10)
         assert put.status_code == 201, put.text
-        manifest = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": MANIFEST_V2,
-                "config": {
-                    "mediaType": "application/vnd.docker.container.image.v1+json",
-                    "digest": config_digest,
-                    "size": len(config),
-                },
-                "layers": [],
-            }
-        ).encode()
-        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         stored = requests.put(
             f"http://{host}/v2/{repo}/manifests/{digest}",
             data=manifest,
