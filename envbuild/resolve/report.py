@@ -162,7 +162,9 @@ def install_hint(stack: Stack, strategy: str | None = None) -> str:
         else (f"{name}=={stack.release.version}")
     )
     requirements = " ".join(f"'{r}'" for r in (requirement, *stack_pins(stack, strategy)))
-    if variant.index_url.startswith("https://pypi.org/"):
+    # the release's PyPI build installs from PyPI, as render installs it: PyPI is where its arm64
+    # wheels are cited from (torch 2.11+), and a plain `pip install` is what its users type
+    if variant.index_url.startswith("https://pypi.org/") or stack.release.pypi_variant == variant.name:
         return f"pip install {requirements}"
     if "storage.googleapis.com" in variant.index_url:
         return f"pip install {requirements} -f {variant.index_url}"

@@ -17,6 +17,7 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.query import build_query
+from envbuild.resolve.report import install_hint
 from envbuild.resolve.solver import resolve
 from envbuild.spec.model import load_spec
 
@@ -46,12 +47,13 @@ def platforms_of(matrix: Matrix, framework: str, version: str, variant: str) -> 
         # from 2.11 the PyPI aarch64 wheel is a CUDA 13.0 build
         ("torch", "2.11.0", "cu130", BOTH),
         ("torch", "2.14.1", "cu130", BOTH),
+        # 2.15.0's PyPI aarch64 wheel is a CUDA 13.2 build (its METADATA, read by HTTP range)
+        ("torch", "2.15.0", "cu132", BOTH),
         # test-infra CUDA_AARCH64_ARCHES: 2.7 12.8-aarch64, 2.8 12.9-aarch64; nothing else claimed
         ("torch", "2.7.1", "cu128", BOTH),
         ("torch", "2.7.1", "cu126", AMD64),
         ("torch", "2.8.0", "cu129", BOTH),
         ("torch", "2.8.0", "cu128", AMD64),
-        ("torch", "2.15.0", "cu132", AMD64),
         # jax-cuda12-plugin/pjrt aarch64 wheels: 0.4.27 yes, 0.4.26 and 0.4.38 no; cuda13 from 0.7.2
         ("jax", "0.4.26", "cuda12", AMD64),
         ("jax", "0.4.27", "cuda12", BOTH),
@@ -116,6 +118,18 @@ def test_gb200_resolves_arm64_stacks_only(matrix: Matrix) -> None:
     assert query.platform == "linux/arm64"
     result = resolve(matrix, query)
     assert result.stacks and all("linux/arm64" in s.variant.platforms for s in result.stacks)
+
+
+def test_a_pypi_build_is_installed_from_pypi_in_the_hint(matrix: Matrix) -> None:
+    """The arm64 fact is PyPI's (torch 2.11+ aarch64 wheels); the hint must not send a Grace user to
+    download.pytorch.org, whose sbsa builds of that release were not read. Another variant keeps its
+    own index."""
+    result = resolve(matrix, build_query(matrix, driver="580", gpus=["GB200"], frameworks=["torch==2.14.1"]))
+    pypi = next(s for s in result.stacks if s.variant.name == s.release.pypi_variant)
+    assert install_hint(pypi) == "pip install 'torch==2.14.1'"
+    amd64 = resolve(matrix, build_query(matrix, driver="580", frameworks=["torch==2.14.1"]))
+    other = next(s for s in amd64.stacks if s.variant.name != s.release.pypi_variant)
+    assert install_hint(other).endswith(f"--index-url https://download.pytorch.org/whl/{other.variant.name}")
 
 
 def test_gb200_with_amd64_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
