@@ -21,6 +21,7 @@ from envbuild import __version__
 from envbuild._util.files import write_atomic
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact, redact_values
+from envbuild.attest import inputs as attest_inputs
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.auditgate import audit_gate, summary
@@ -208,6 +209,8 @@ def build_target(
         "error": None,
         "lock_digest": lock_digest,
         "smoke_device": smoke_device,
+        "started": attest_inputs.now(),
+        "finished": None,
     }
     record_path = os.path.join(context_dir, RECORD)
 
@@ -236,6 +239,7 @@ def build_target(
             record.update(
                 stack=plan.stack_document, engine=engine_version(), backend=backend, platform=plan.platform
             )
+            record.update(attest_inputs.record_inputs(spec, plan, lock, context_dir))
             stage("render", started, context=context_dir)
             require_buildable(plan.platform, smoke_device)  # before a long emulated build that cannot pass
             say(
@@ -297,6 +301,7 @@ def build_target(
             )
             if not promote_image:  # build_platforms promotes once every platform has passed
                 record.update(ok=True, status="verified", labels=gate.labels, plan_tags=list(plan.tags))
+                record["finished"] = attest_inputs.now()
                 _write_json(record_path, record)
                 return record
 
@@ -326,6 +331,7 @@ def build_target(
             if "plan" in locals() and record["stages"].get("verify", {}).get("passed"):
                 _untag(plan.tags)
             record.update(status="interrupted", error=str(exc) or "interrupted", tags=[])
+            record["finished"] = attest_inputs.now()
             _write_json(record_path, record)
             raise
         except EnvbuildError as exc:
@@ -333,8 +339,10 @@ def build_target(
             if record["status"] == "failed" and record["stages"].get("verify", {}).get("passed"):
                 _untag(plan.tags)  # a registry error after tagging: no tag may stay behind
                 record["tags"] = []
+            record["finished"] = attest_inputs.now()
             _write_json(record_path, record)
             raise
+        record["finished"] = attest_inputs.now()
         _write_json(record_path, record)
     return record
 
