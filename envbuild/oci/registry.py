@@ -573,6 +573,110 @@ class _CheckedReader:
             )
 
 
+# --- one repository, many requests: what oci.referrers builds on ------------------------------------
+
+
+class Repository:
+    """One repository of a registry behind one auth handshake, for a caller that makes many requests
+    (oci.referrers: read a subject, upload blobs, put an artifact manifest, keep the referrers tag).
+
+    `ref` is "registry/repo" (a tag or digest on it is ignored). Every method goes through the same
+    session as the functions above: the same retries, credentials looked up once, the same errors."""
+
+    def __init__(self, ref: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3):
+        parsed = parse_reference(ref)
+        self.parsed = Reference(
+            name=parsed.name,
+            registry=parsed.registry,
+            api_host=parsed.api_host,
+            repository=parsed.repository,
+            tag="latest",
+            digest=None,
+        )
+        self.session = _Session(self.parsed, docker_config=docker_config, timeout=timeout, retries=retries)
+        self.push_scope = f"repository:{self.parsed.repository}:pull,push"
+
+    @property
+    def name(self) -> str:
+        """ "registry/repo" as written (docker.io names as the user wrote them)."""
+        return self.parsed.name
+
+    @property
+    def where(self) -> str:
+        return self.session.where
+
+    def url(self, path: str) -> str:
+        """The API URL of `path` under /v2/<repo>/ ("manifests/v1", "referrers/sha256:...")."""
+        parsed = self.parsed
+        return f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/{path}"
+
+    def send(self, method: str, path: str, **kwargs: object) -> requests.Response:
+        """One request to `path` under /v2/<repo>/, with the auth handshake (push scope for writes)."""
+        if method not in ("GET", "HEAD"):
+            kwargs.setdefault("scope", self.push_scope)
+        return self.session.send(method, self.url(path), **kwargs)  # type: ignore[arg-type]
+
+    def manifest(self, reference: str) -> tuple[bytes, str, str]:
+        """(bytes as served, media type, digest) of a tag's or digest's manifest; a digest is checked.
+        A missing one raises NotFound."""
+        return _fetch_manifest(self.session, reference)
+
+    def put_manifest(self, reference: str, body: bytes, media_type: str) -> tuple[str, dict[str, str]]:
+        """PUT `body` as the manifest `reference` (a tag or its own digest): (the digest the registry
+        answered, the answer's headers, e.g. OCI-Subject)."""
+        response = _put_manifest_response(self.session, reference, body, media_type)
+        header = response.headers.get("Docker-Content-Digest", "").strip()
+        digest = header if DIGEST_RE.fullmatch(header) else "sha256:" + hashlib.sha256(body).hexdigest()
+        return digest, dict(response.headers)
+
+    def blob(self, digest: str) -> bytes:
+        """A blob's bytes, checked against its digest."""
+        return _get_blob(self.session, digest)
+
+    def push_blob(self, data: bytes) -> str:
+        """Upload `data` as a blob unless the repository has it (HEAD first); its "sha256:..." digest.
+
+        A monolithic upload: POST opens the session, one PUT with ?digest= closes it with the bytes."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if self.send("HEAD", f"blobs/{digest}", scope=self.push_scope).status_code == 200:
+            return digest
+        started = self.send("POST", "blobs/uploads/")
+        location = started.headers.get("Location", "")
+        if started.status_code != 202 or not location:
+            raise self._refused(started, f"an upload of blob {digest}")
+        host = self.parsed.api_host
+        url = location if "://" in location else f"{registry_scheme(host)}://{host}{location}"
+        done = self.session.send(
+            "PUT",
+            url,
+            params={"digest": digest},
+            data=data,
+            headers={"Content-Type": "application/octet-stream"},
+            scope=self.push_scope,
+        )
+        if done.status_code not in (201, 204):
+            raise self._refused(done, f"blob {digest}")
+        return digest
+
+    def mount_blob(self, source: Repository, digest: str) -> None:
+        """Make blob `digest` of `source` (same registry) present here by a cross-repository mount."""
+        _mount_blob(source.session, self.session, digest)
+
+    def details(self, response: requests.Response) -> str:
+        """ "CODE: message; ..." of a registry error answer, redacted; "" when it has none."""
+        return _error_details(response)
+
+    def _refused(self, response: requests.Response, what: str) -> EnvbuildError:
+        details = _error_details(response)
+        return EnvbuildError(
+            f"registry {self.parsed.registry} refused {what} in {self.where} (HTTP {response.status_code}"
+            + (f": {details}" if details else "")
+            + ")",
+            fix="check that you may push to this repository (docker login), and retry later if the "
+            "registry is busy",
+        )
+
+
 def _promotion_target(source: Reference, target: str) -> Reference:
     text = target.strip() if isinstance(target, str) else ""
     if text and "/" not in text and ":" not in text and "@" not in text:
@@ -641,6 +745,15 @@ def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]
 
 
 def _put_manifest(session: _Session, tag: str, body: bytes, media_type: str) -> str:
+    response = _put_manifest_response(session, tag, body, media_type)
+    header = response.headers.get("Docker-Content-Digest", "").strip()
+    if DIGEST_RE.fullmatch(header):
+        return header
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+def _put_manifest_response(session: _Session, tag: str, body: bytes, media_type: str) -> requests.Response:
+    """The registry's answer to the PUT (its headers say more: OCI-Subject); an error raises."""
     parsed = session.parsed
     url = _manifest_url(session, tag)
     response = session.send(
@@ -664,10 +777,7 @@ def _put_manifest(session: _Session, tag: str, body: bytes, media_type: str) -> 
             f"(HTTP {response.status_code}" + (f": {details}" if details else "") + ")",
             fix=fix,
         )
-    header = response.headers.get("Docker-Content-Digest", "").strip()
-    if DIGEST_RE.fullmatch(header):
-        return header
-    return "sha256:" + hashlib.sha256(body).hexdigest()
+    return response
 
 
 def _get_blob(session: _Session, digest: str) -> bytes:
