@@ -33,7 +33,8 @@ from envbuild.image.trust import TrustedReport, trusted_report
 from envbuild.image.verify import report_digest, report_document
 from envbuild.oci.labels import AUDIT, SMOKE_DEVICE, SMOKE_FRAMEWORK, SMOKE_REPORT_DIGEST, VERIFIED
 from envbuild.oci.reference import parse_reference, registry_host, split_tag
-from envbuild.oci.registry import ImagePlatform, image_platform, promote_by_digest, push_index
+from envbuild.oci.referrers import promote_with_referrers
+from envbuild.oci.registry import ImagePlatform, image_platform, push_index
 from envbuild.smoke.report import gate_problems, validate
 
 __all__ = [
@@ -168,9 +169,9 @@ def promote_in_registry(image: str, to: list[str], *, report_path: str | None) -
     """`envbuild promote REPO@sha256:... --to TAG ...`: registry-side promotion by digest; with a
     report, only when trusted_report accepts it for the image id the registry holds under that digest."""
     if not report_path:
-        return promote_by_digest(image, to)
+        return promote_with_referrers(image, to)
     path = report_path
-    return promote_by_digest(image, to, vouch=lambda image_id: trusted_report(path, image_id))
+    return promote_with_referrers(image, to, vouch=lambda image_id: trusted_report(path, image_id))
 
 
 def _local_image_id(image: str) -> str:
@@ -358,7 +359,7 @@ def promote_platforms(
     repository = parsed[0].name
     digest = push_index(repository, found, docker_config=docker_config)
     index = f"{repository}@{digest}"
-    promoted = promote_by_digest(index, to, docker_config=docker_config, vouch=lambda _image_id: None)
+    promoted = promote_with_referrers(index, to, docker_config=docker_config, vouch=lambda _image_id: None)
     platforms = tuple(
         (by_machine(image.architecture).name, image.digest)  # type: ignore[union-attr]  # checked above
         for image in found
