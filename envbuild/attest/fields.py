@@ -67,7 +67,8 @@ P_COMPONENT_ROLE = "envbuild:role"
 #   record["base_image"]: the FROM reference (name:tag@sha256:... when locked or pinned)
 #   record["nvidia_require_cuda"]: the image's NVIDIA_REQUIRE_CUDA, or None (a base image sets it)
 #   record["dependencies"]: [{"name", "version", "layer", "index", "hashes": ["sha256:<hex>", ...],
-#                             "file": the wheel's file name in the build context, or None}]
+#                             "file": the wheel's file name in the build context, or None,
+#                             "file_hash": that file's "sha256:<hex>" (one of hashes), or None}]
 #   record["lock_digest"]: "sha256:<hex>" of envbuild.lock, or None
 #   record["stack"]: the stack document (framework, cuda, cudnn, nccl, min_driver, arch, matrix_digest...)
 RECORD_INPUTS = ("started", "finished", "spec", "base_image", "nvidia_require_cuda", "dependencies")

@@ -62,7 +62,7 @@ def dependencies(lock: LockedTarget | None, context_dir: str) -> list[dict]:
     if lock is not None:
         out = []
         for package in lock.packages:
-            file = next((wheels[h][0] for h in package.hashes if h in wheels), None)
+            installed = next((h for h in package.hashes if h in wheels), None)
             out.append(
                 {
                     "name": package.name,
@@ -70,7 +70,8 @@ def dependencies(lock: LockedTarget | None, context_dir: str) -> list[dict]:
                     "layer": package.layer,
                     "index": package.index,
                     "hashes": list(package.hashes),
-                    "file": file,
+                    "file": wheels[installed][0] if installed else None,
+                    "file_hash": installed,
                 }
             )
         return out
@@ -86,6 +87,7 @@ def dependencies(lock: LockedTarget | None, context_dir: str) -> list[dict]:
                 "index": "wheelhouse",
                 "hashes": [digest],
                 "file": file,
+                "file_hash": digest,
             }
         )
     return out

@@ -249,9 +249,9 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
         matches = [d for d in locked.get(dist.name, ()) if _same_version(str(d.get("version")), dist.version)]
         hashes: list[str] = []
         for dep in matches:
-            # an unlocked build's record holds the installed wheel's own hash; a locked one every
-            # hash the lock allows (the record does not say which of them the installed file had)
-            hashes.extend(dep.get("hashes") or ())
+            # the installed wheel's own hash where the build context had the file (it is one of the
+            # lock's); else every hash the lock allows (an index install: any of them may be it)
+            hashes.extend([dep["file_hash"]] if dep.get("file_hash") else dep.get("hashes") or ())
         index = next((str(d["index"]) for d in matches if d.get("index")), None)
         layer = next((str(d["layer"]) for d in matches if d.get("layer")), None)
         purl = PackageURL(type="pypi", name=dist.name, version=dist.version)
