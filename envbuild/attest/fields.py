@@ -73,6 +73,29 @@ P_COMPONENT_ROLE = "envbuild:role"
 #   record["stack"]: the stack document (framework, cuda, cudnn, nccl, min_driver, arch, matrix_digest...)
 RECORD_INPUTS = ("started", "finished", "spec", "base_image", "nvidia_require_cuda", "dependencies")
 
+# ---------------------------------------------------------------------------------------------
+# provenance (attest.provenance) and its checks (attest.check)
+# record.json keys written only after the attestations are attached (their own digests): left out of
+# the provenance's record byproduct, so the provenance rebuilt from the final record.json is the same
+RECORD_AFTER_ATTACH = ("attestations",)
+RECORD_BYPRODUCT = "record.json"  # runDetails.byproducts[].name of the build record
+RECORD_MEDIA_TYPE = "application/json"
+ROLE_FRAMEWORK = "framework"  # P_COMPONENT_ROLE values the checks read
+ROLE_CUDA_RUNTIME = "cuda-runtime"
+SIGN_KEY_PASSWORD_ENV = "ENVBUILD_SIGN_KEY_PASSWORD"  # the passphrase of an encrypted --sign-key
+
+
+def sbom_component_version(sbom: dict, role: str) -> str | None:
+    """The version of the SBOM's first component whose P_COMPONENT_ROLE property is `role`, or None."""
+    for component in sbom.get("components") or ():
+        if not isinstance(component, dict):
+            continue
+        for item in component.get("properties") or ():
+            if isinstance(item, dict) and item.get("name") == P_COMPONENT_ROLE and item.get("value") == role:
+                version = component.get("version")
+                return version if isinstance(version, str) else None
+    return None
+
 
 def sbom_property(sbom: dict, name: str) -> str | None:
     """The value of the SBOM's metadata property `name` (the first, if repeated), or None."""
