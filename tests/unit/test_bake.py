@@ -16,8 +16,8 @@ from envbuild.errors import UsageError
 from envbuild.render.plan import build_plan
 from envbuild.scaleout import bake as scaleout
 from envbuild.spec.model import load_spec
-from tests.helpers.paths import GOLDEN
 from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output
+from tests.helpers.paths import GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.specs import TWO_TARGETS
 
