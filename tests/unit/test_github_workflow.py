@@ -40,6 +40,9 @@ CASES = {  # golden file -> (spec, keyword arguments)
     "hub": (GOLDEN / "ci" / "hub.toml", {"staging": "quay.io/acme/stage"}),
     "platforms": (GOLDEN / "ci" / "platforms.toml", {}),  # issue 19: arm64 builds on arm64 runners
     "platforms-qemu": (GOLDEN / "ci" / "platforms.toml", {"qemu": True}),
+    # issue 20: envbuild's attestations, signed with a key from a repository secret
+    "two-signed": (GOLDEN / "ci" / "two.toml", {"sign_key_secret": "ENVBUILD_SIGN_KEY"}),
+    "platforms-signed": (GOLDEN / "ci" / "platforms.toml", {"sign_key_secret": "ENVBUILD_SIGN_KEY"}),
     "sealed-pinned": (
         GOLDEN / "ci" / "sealed" / "envbuild.toml",
         {
