@@ -295,7 +295,10 @@ def test_a_matrix_outside_the_repository_is_a_usage_error(repo, capsys, tmp_path
 
 # --- signing envbuild's attestations (issue 20, item 6) ---------------------------------------------------
 
-PEM = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIPretendKeyMaterialNotARealKey0000000000\n-----END PRIVATE KEY-----"
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIPretendKeyMaterialNotARealKey0000000000\n"
+    "-----END PRIVATE KEY-----"
+)
 
 
 def test_sign_key_secret_signs_the_attach_step(repo, capsys):
