@@ -42,7 +42,7 @@ from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.oci.reference import split_tag
 from envbuild.scaleout.actionpins import pin_actions, read_pins
-from envbuild.scaleout.ciplan import LOCK_KEY_ENV, CiPlan, VerifyJob, ci_plan
+from envbuild.scaleout.ciplan import BUILDKIT_ATTESTATIONS, LOCK_KEY_ENV, CiPlan, VerifyJob, ci_plan
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -74,9 +74,6 @@ DIGEST_PATTERN = "^sha256:[0-9a-f]{64}$"  # grep -E, in the step that reads a bu
 # Pull requests run lock-check only: a pull request (from a fork, too) must push no candidate and copy
 # no tag, and GitHub gives a fork's pull request no secrets to log in with.
 NOT_PULL_REQUEST = "github.event_name != 'pull_request'"
-# BuildKit's own attestations, asked of every candidate build (docker buildx build's shorthands for
-# --attest type=sbom / type=provenance,mode=max: https://docs.docker.com/build/attestations/)
-BUILDKIT_ATTESTATIONS = ("--sbom=true", "--provenance=mode=max")
 # A GitHub secret name: letters, digits and _, not starting with a digit or GITHUB_
 # (https://docs.github.com/en/actions/security-for-github-actions/security-guides/using-secrets-in-github-actions#naming-your-secrets)
 SECRET_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
