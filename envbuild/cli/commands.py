@@ -391,6 +391,7 @@ def ci_github(args: argparse.Namespace) -> int:
         matrix_dir=args.matrix,
         action_pins=args.action_pins,
         qemu=args.qemu,
+        sign_key_secret=args.sign_key_secret,
     )
     print(f"wrote {args.output}")
     return EXIT_OK

@@ -404,6 +404,12 @@ def _ci_github(parser: argparse.ArgumentParser) -> None:
         help="build arm64 targets on x86_64 runners under QEMU, not on GitHub's arm64 runners "
         "(several times slower; docs/ci.md)",
     )
+    parser.add_argument(
+        "--sign-key-secret",
+        metavar="NAME",
+        help="sign envbuild's attached SBOM and provenance with the PEM private key in this repository "
+        "secret (Ed25519 or ECDSA; docs/ci.md)",
+    )
     _ci_common(parser)
 
 

@@ -20,6 +20,7 @@ import subprocess
 
 from envbuild._util.deadline import Deadline, DeadlineExceeded
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
 from envbuild.image.platforms import describe, host_machine, platform_of
@@ -647,6 +648,33 @@ def image_checks(
     return [platform, *verdict]
 
 
+def attestation_checks(image: str, summarize: Callable[[str], str | None] | None = None) -> list[Check]:
+    """The image's attestations in one line (envbuild.attest.summary), under its image checks.
+
+    Informational: doctor judges whether this host can run the image, so nothing here fails it. A
+    registry that cannot be reached, or any other error while reading, is one "could not be read"
+    note (status skip); no line (a local image) is no check at all. `summarize`: what makes the line
+    (default attestation_line), so a caller can put its own reader in.
+    """
+    name = f"image {image} attestations"
+    try:
+        if summarize is None:
+            from envbuild.attest.summary import attestation_line as summarize
+        line = summarize(image)
+    except DeadlineExceeded:
+        raise
+    except Exception as exc:  # doctor must never fail, or show a traceback, because of this line
+        reason = exc.message if isinstance(exc, EnvbuildError) else f"{type(exc).__name__}: {exc}"
+        reason = redact(" ".join(str(reason).split()))
+        if len(reason) > 300:
+            reason = reason[:297] + "..."
+        note = f"attestations: could not be read: {reason}"
+        return [Check(name=name, status="skip", evidence=note, fix=None)]
+    if line is None:
+        return []
+    return [Check(name=name, status="ok", evidence=line, fix=None)]
+
+
 def check_inputs(
     *, timeout: float, lock: str | None, image: str | None = None, registries: tuple[str, ...] = ()
 ) -> None:
@@ -744,11 +772,13 @@ def run_doctor(
     timeout: float = DEFAULT_TIMEOUT_S,
     gpu: bool = True,
     registries: tuple[str, ...] = (),
+    attestations: Callable[[str], str | None] | None = None,
 ) -> list[Check]:
     """Every check, in the field's order, within one deadline of `timeout` seconds.
 
     `gpu=False` (--no-gpu, for CPU CI runners) runs no nvidia-smi and no NVIDIA runtime check: the
-    Engine, BuildKit, and the login to each of `registries`."""
+    Engine, BuildKit, and the login to each of `registries`. `attestations`: what makes the image's
+    attestation line (attestation_checks)."""
     check_inputs(timeout=timeout, lock=lock, image=image, registries=registries)
     deadline = Deadline(timeout)
     found: dict[str, SmiReport | None] = {"smi": None}
@@ -786,6 +816,7 @@ def run_doctor(
         steps.append((f"lock {lock}", lambda: lock_checks(matrix, found["smi"], lock)))
     if image:
         steps.append((f"image {image}", lambda: image_checks(matrix, found["smi"], image, deadline)))
+        steps.append((f"image {image} attestations", lambda: attestation_checks(image, attestations)))
     checks: list[Check] = []
     for number, (name, step) in enumerate(steps):
         if deadline.expired():  # the last step ended on the deadline: nothing more may start

@@ -11,6 +11,14 @@ each with its own candidate tag (`candidate-<target>-<arch>`): every platform is
 and `envbuild promote A@sha256:.. B@sha256:.. --to TAG` then pushes the multi-platform index. One bake
 target with two platforms would need one context valid for both, which a hash-checked lock is not.
 
+Every target also asks BuildKit for its own attestations (ATTEST): an SBOM of the image's files and
+SLSA provenance in max mode (the build's full parameters). They sit beside envbuild's GPU-aware SBOM
+and provenance (envbuild.attest), which know the lock, CUDA and the smoke report; BuildKit's know the
+files and the build. BuildKit attaches them only when it exports to a registry (`--push`, as
+bake_command does) or an OCI archive; the default `docker` driver refuses them unless the Engine uses
+the containerd image store, so bake on a docker-container (or remote/kubernetes) builder:
+https://docs.docker.com/build/attestations/ and https://github.com/docker/buildx/pull/1988.
+
 Bake's JSON form and attribute names follow the Bake file reference:
 https://docs.docker.com/build/bake/reference/
 (BAKE_SCHEMA below is written from that page: the document publishes no JSON Schema of its own.)
@@ -32,6 +40,11 @@ from envbuild.render.plan import build_plan
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.spec.lockfile import Lock
 from envbuild.spec.model import Spec, Target
+
+# Bake's `attest` attribute: the `--attest` flag's inline strings, one per attestation
+# (https://docs.docker.com/build/bake/reference/#targetattest; mode=max:
+# https://docs.docker.com/build/attestations/slsa-provenance/#mode)
+ATTEST = ("type=sbom", "type=provenance,mode=max")
 
 _BAKE_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]+$")
 
@@ -187,6 +200,7 @@ def bake_file(
                 "cache-from": [f"type=registry,ref={cache}"],
                 "cache-to": [f"type=registry,ref={cache},mode=max"],
                 "platforms": [chosen],
+                "attest": list(ATTEST),
             }
     return {"group": {"default": {"targets": list(targets)}}, "target": targets}
 

@@ -29,6 +29,10 @@ from envbuild.spec.model import Spec
 from envbuild.spec.validate import image_ref
 
 DEFAULT_GPU_LABELS = ("self-hosted", "gpu")
+# BuildKit's own attestations, asked of every candidate build by both generators (docker buildx
+# build's shorthands for --attest type=sbom / type=provenance,mode=max; they need a docker-container
+# builder or the containerd store: https://docs.docker.com/build/attestations/)
+BUILDKIT_ATTESTATIONS = ("--sbom=true", "--provenance=mode=max")
 
 
 class VerifyJob(Record):

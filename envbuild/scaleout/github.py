@@ -21,9 +21,18 @@ x86_64 runner with docker/setup-qemu-action (emulated builds take several times 
 Each platform's candidate is verified on its own (a GPU runner also carries its machine's
 architecture label), and promote pushes one multi-platform index over the verified digests
 (`envbuild promote A@sha256:.. B@sha256:.. --to TAG --report .. --report ..`).
+
+Supply chain (issue 20): the build asks BuildKit for its own SBOM and max-mode provenance
+(BUILDKIT_ATTESTATIONS; setup-buildx-action's docker-container builder can make them), and once promote
+has succeeded, the promote job attaches envbuild's GPU-aware SBOM and provenance to each promoted
+digest in the final repository (attach_script): `envbuild attest REPO@DIGEST --attach --record
+build/<context>/record.json`, signed with `--sign-key` when `ci github --sign-key-secret NAME` names
+the repository secret holding the private key (written to a 0600 temporary file, never echoed).
 """
 
 from __future__ import annotations
+
+import re
 
 from envbuild import __version__
 from envbuild._util.outputs import check_output, write_output
@@ -31,8 +40,9 @@ from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
+from envbuild.oci.reference import split_tag
 from envbuild.scaleout.actionpins import pin_actions, read_pins
-from envbuild.scaleout.ciplan import LOCK_KEY_ENV, CiPlan, VerifyJob, ci_plan
+from envbuild.scaleout.ciplan import BUILDKIT_ATTESTATIONS, LOCK_KEY_ENV, CiPlan, VerifyJob, ci_plan
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -64,6 +74,11 @@ DIGEST_PATTERN = "^sha256:[0-9a-f]{64}$"  # grep -E, in the step that reads a bu
 # Pull requests run lock-check only: a pull request (from a fork, too) must push no candidate and copy
 # no tag, and GitHub gives a fork's pull request no secrets to log in with.
 NOT_PULL_REQUEST = "github.event_name != 'pull_request'"
+# A GitHub secret name: letters, digits and _, not starting with a digit or GITHUB_
+# (https://docs.github.com/en/actions/security-for-github-actions/security-guides/using-secrets-in-github-actions#naming-your-secrets)
+SECRET_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SIGN_KEY_ENV = "ENVBUILD_SIGN_KEY"  # the attach step's environment: the private key's PEM text
+SIGN_KEY_FILE_ENV = "ENVBUILD_SIGN_KEY_FILE"  # ... and the 0600 file it is written to
 
 
 def workflow_yaml(
@@ -78,6 +93,7 @@ def workflow_yaml(
     matrix_path: str | None = None,
     action_pins: str | None = None,
     qemu: bool = False,
+    sign_key_secret: str | None = None,
 ) -> str:
     """The workflow file.
 
@@ -87,7 +103,10 @@ def workflow_yaml(
     (default the spec's repository). install: what `pip install` gets (default: see scaleout.install).
     base_image: render's and lock --check's --base-image. action_pins: a pin file (scaleout.actionpins).
     qemu: build (and CPU-verify) every platform on x86_64 runners under QEMU rather than natively.
+    sign_key_secret: the repository secret holding the key that signs envbuild's attestations.
     """
+    if sign_key_secret is not None:
+        check_secret_name(sign_key_secret)
     for flag, path in (("-f", spec_path), ("--matrix", matrix_path)):
         if path is not None:
             refuse_expression(flag, path)
@@ -145,9 +164,15 @@ def workflow_yaml(
                 "target": name,
                 "to": " ".join(f"--to {shell_word(tag)}" for tag in tags),
                 "script": promote_script([b.key for b in plan.builds if b.target == name], tags),
+                "attach": attach_script(
+                    [b for b in plan.builds if b.target == name], tags, plan.platformed, sign_key_secret
+                ),
             }
             for name, tags in plan.promotions
         ],
+        "buildkit_attestations": " ".join(BUILDKIT_ATTESTATIONS),
+        "sign_key_secret": sign_key_secret,
+        "sign_key_env": SIGN_KEY_ENV,
     }
     filters = {"yaml": yaml_scalar, "block": yaml_block, "sh": shell_word, "comment": comment_text}
     template = environment(filters).get_template(TEMPLATE)
@@ -194,6 +219,69 @@ def promote_script(builds: list[str], tags: tuple[str, ...]) -> str:
     )
 
 
+def attach_script(builds: list, tags: tuple[str, ...], platformed: bool, sign_key_secret: str | None) -> str:
+    """The step after promote that attaches envbuild's SBOM and provenance to each promoted digest.
+
+    They go to every repository the target is promoted into (registry-side promotion keeps the
+    digest, and the referrers API is per repository), never to staging alone. A single-platform spec
+    attaches to the digest the job read ($DIGEST); a multi-platform one to each platform's manifest
+    (the documents describe one platform's image; the index promote pushes is new). With a signing
+    secret, the key is written to a 0600 temporary file, removed when the step ends, never printed.
+    """
+    repositories = list(dict.fromkeys(split_tag(tag)[0] for tag in tags))
+    sign = f' --sign-key "${SIGN_KEY_FILE_ENV}"' if sign_key_secret else ""
+    lines = []
+    if sign_key_secret:
+        lines += [
+            f'if [ -z "${SIGN_KEY_ENV}" ]; then',
+            f'  echo "::error::the {sign_key_secret} secret is empty: it must hold the PEM private key that '
+            'signs the attestations (docs/ci.md)"',
+            "  exit 1",
+            "fi",
+            "umask 077",
+            f'{SIGN_KEY_FILE_ENV}="$(mktemp)"',
+            f"trap 'rm -f \"${SIGN_KEY_FILE_ENV}\"' EXIT",
+            f'chmod 600 "${SIGN_KEY_FILE_ENV}"',
+            f'printf \'%s\\n\' "${SIGN_KEY_ENV}" > "${SIGN_KEY_FILE_ENV}"',
+        ]
+    if not platformed:
+        record = shell_word(f"{OUT_DIR}/{builds[0].context}/record.json")
+        for repository in repositories:
+            lines.append(
+                f'envbuild attest {shell_word(repository + "@")}"$DIGEST" --attach --record {record}{sign}'
+            )
+        return "\n".join(lines) + ("\n" if len(lines) > 1 else "")  # one line: a plain run: scalar
+    lines += [
+        "attach() {",
+        '  digest="$(cat "digest-$1.txt")"',
+        f"  if ! printf '%s' \"$digest\" | grep -Eq '{DIGEST_PATTERN}'; then",
+        '    echo "::error::digest-$1.txt holds no sha256 digest: $digest"',
+        "    exit 1",
+        "  fi",
+        *(
+            f'  envbuild attest {shell_word(repository + "@")}"$digest" --attach --record "$2"{sign}'
+            for repository in repositories
+        ),
+        "}",
+    ]
+    for build in builds:
+        lines.append(f"attach {shell_word(build.key)} {shell_word(f'{OUT_DIR}/{build.context}/record.json')}")
+    return "\n".join(lines) + "\n"
+
+
+def check_secret_name(name: str) -> str:
+    """A name GitHub accepts for a repository secret, so `secrets.NAME` reads it (and nothing else
+    reaches the workflow's expression)."""
+    if not SECRET_NAME_RE.fullmatch(name) or name.upper().startswith("GITHUB_"):
+        raise UsageError(
+            f"--sign-key-secret {name!r} is not a GitHub secret name (letters, digits and _, not "
+            "starting with a digit or GITHUB_)",
+            fix="name the repository secret that holds the signing key, e.g. --sign-key-secret "
+            f"{SIGN_KEY_ENV}",
+        )
+    return name
+
+
 def write_workflow(
     matrix: Matrix,
     spec: Spec,
@@ -205,6 +293,7 @@ def write_workflow(
     matrix_dir: str | None = None,
     action_pins: str | None = None,
     qemu: bool = False,
+    sign_key_secret: str | None = None,
 ) -> None:
     """`envbuild ci github`: the workflow file at `path`.
 
@@ -225,6 +314,7 @@ def write_workflow(
         matrix_path=None if matrix_dir is None else repo_relative(matrix_dir, "--matrix", root, COMMAND),
         action_pins=action_pins,
         qemu=qemu,
+        sign_key_secret=sign_key_secret,
     )
     write_output(path, text, default_name="envbuild.yml", creatable=WORKFLOWS_DIR)
 

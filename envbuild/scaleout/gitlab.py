@@ -8,6 +8,13 @@ rather than with `parallel: matrix`, so each `needs:` names exactly the jobs who
 a build job hands its digest on as a dotenv report (DIGEST), each verify job its smoke report under
 verify/<gpu>/.
 
+Supply chain (issue 20): the build asks BuildKit for its SBOM and max-mode provenance (the job's
+docker-container builder can make them), and each promote job, once promote has succeeded, attaches
+envbuild's SBOM and provenance to the promoted digest in the final repository (`envbuild attest
+REPO@DIGEST --attach --record build/<target>/record.json`, the record from the render job's
+artifacts). Signing is not written here: docs/ci.md says how to add `--sign-key` with a file-type
+CI/CD variable.
+
 Multi-platform specs are refused (refuse_platforms): the pipeline builds linux/amd64 on a docker:dind
 executor, and GitLab's hosted arm64 runners, QEMU and per-platform verify jobs are not written here
 yet; `ci github` writes them, and `envbuild bake` builds each platform.
@@ -25,7 +32,8 @@ from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
-from envbuild.scaleout.ciplan import LOCK_KEY_ENV, ci_plan
+from envbuild.oci.reference import split_tag
+from envbuild.scaleout.ciplan import BUILDKIT_ATTESTATIONS, LOCK_KEY_ENV, ci_plan
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -85,9 +93,18 @@ def pipeline_yaml(
             for job in plan.verify_jobs
         ],
         "promotions": [
-            {"target": name, "to": " ".join(f"--to {shell_word(tag)}" for tag in tags)}
+            {
+                "target": name,
+                "to": " ".join(f"--to {shell_word(tag)}" for tag in tags),
+                "attach": [
+                    f'envbuild attest {shell_word(repository + "@")}"$DIGEST" --attach --record '
+                    + shell_word(f"{OUT_DIR}/{name}/record.json")
+                    for repository in dict.fromkeys(split_tag(tag)[0] for tag in tags)
+                ],
+            }
             for name, tags in plan.promotions
         ],
+        "buildkit_attestations": " ".join(BUILDKIT_ATTESTATIONS),
     }
     filters = {"yaml": yaml_scalar, "block": yaml_block, "sh": shell_word, "comment": comment_text}
     return environment(filters).get_template(TEMPLATE).render(context)

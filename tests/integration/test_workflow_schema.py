@@ -100,3 +100,14 @@ def test_a_two_platform_workflow_passes_the_github_workflow_schema(matrix, tmp_p
     result = check_workflow(path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ok -- validation done" in result.stdout
+
+
+@pytest.mark.parametrize("spec_name", ["two.toml", "platforms.toml"])
+def test_a_workflow_that_signs_its_attestations_passes_the_schema(matrix, tmp_path, spec_name):
+    """Issue 20: the attach step after promote, with the signing key's secret in its env."""
+    path = tmp_path / "envbuild.yml"
+    spec = load_spec(str(GOLDEN / "ci" / spec_name))
+    path.write_text(workflow_yaml(matrix, spec, install=INSTALL, sign_key_secret="ENVBUILD_SIGN_KEY"))
+    assert "--sign-key" in path.read_text()
+    result = check_workflow(path)
+    assert result.returncode == 0, result.stdout + result.stderr

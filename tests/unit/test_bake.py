@@ -17,6 +17,7 @@ from envbuild.render.plan import build_plan
 from envbuild.scaleout import bake as scaleout
 from envbuild.spec.model import load_spec
 from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output
+from tests.helpers.paths import GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.specs import TWO_TARGETS
 
@@ -58,6 +59,27 @@ def test_bake_file_two_targets(matrix, two_targets):
         assert target["cache-from"] == ["type=registry,ref=cache.example.com/team/cache:all"]
         assert target["cache-to"] == ["type=registry,ref=cache.example.com/team/cache:all,mode=max"]
     jsonschema.Draft202012Validator(scaleout.BAKE_SCHEMA).validate(bake)
+
+
+def test_every_bake_target_asks_buildkit_for_its_sbom_and_max_provenance(matrix, two_targets, tmp_path):
+    """Issue 20, item 6: BuildKit's own attestations beside envbuild's, on every target and platform."""
+    spec = load_spec(str(two_targets))
+    bake = scaleout.bake_file(matrix, spec)
+    assert bake["target"]
+    for target in bake["target"].values():
+        assert target["attest"] == ["type=sbom", "type=provenance,mode=max"]
+    jsonschema.Draft202012Validator(scaleout.BAKE_SCHEMA).validate(bake)
+    platforms = tmp_path / "envbuild.toml"
+    platforms.write_text((GOLDEN / "ci" / "platforms.toml").read_text())
+    per_platform = scaleout.bake_file(matrix, load_spec(str(platforms)))
+    assert len(per_platform["target"]) > len(load_spec(str(platforms)).targets)  # <target>-<arch>
+    for target in per_platform["target"].values():
+        assert target["attest"] == ["type=sbom", "type=provenance,mode=max"]
+    # the written file carries them too
+    assert json.loads(scaleout.bake_json(matrix, spec))["target"]["h100"]["attest"] == [
+        "type=sbom",
+        "type=provenance,mode=max",
+    ]
 
 
 def test_bake_json_is_deterministic(matrix, two_targets):

@@ -291,3 +291,90 @@ def test_a_matrix_outside_the_repository_is_a_usage_error(repo, capsys, tmp_path
     err = refused(capsys, "-f", str(repo / "ml" / "envbuild.toml"), "-o", str(repo / "w.yml"),
                   "--install", INSTALL, "--matrix", str(elsewhere))  # fmt: skip
     assert "--matrix" in err and str(elsewhere) in err
+
+
+# --- signing envbuild's attestations (issue 20, item 6) ---------------------------------------------------
+
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIPretendKeyMaterialNotARealKey0000000000\n"
+    "-----END PRIVATE KEY-----"
+)
+
+
+def test_sign_key_secret_signs_the_attach_step(repo, capsys):
+    workflow = generate(repo, "--install", INSTALL, "--sign-key-secret", "TEAM_SIGNING_KEY", capsys=capsys)
+    step = step_with(workflow, "promote", "envbuild attest")
+    assert step["env"] == {
+        "DIGEST": "${{ steps.digest.outputs.digest }}",
+        "ENVBUILD_SIGN_KEY": "${{ secrets.TEAM_SIGNING_KEY }}",
+    }
+    (line,) = [line for line in step["run"].splitlines() if line.startswith("envbuild attest")]
+    assert line.endswith(' --attach --record build/h100/record.json --sign-key "$ENVBUILD_SIGN_KEY_FILE"')
+    text = (repo / ".github" / "workflows" / "envbuild.yml").read_text()
+    assert "TEAM_SIGNING_KEY" in header(text)
+    assert set(re.findall(r"secrets\.([A-Za-z0-9_]+)", text)) == {
+        "REGISTRY_USER", "REGISTRY_PASSWORD", "ENVBUILD_LOCK_KEY", "TEAM_SIGNING_KEY"
+    }  # fmt: skip
+
+
+def test_without_sign_key_secret_no_key_is_read(repo, capsys):
+    workflow = generate(repo, "--install", INSTALL, capsys=capsys)
+    for step in [s for s in runs(workflow, "promote") if "envbuild attest" in s["run"]]:
+        assert "--sign-key" not in step["run"] and "ENVBUILD_SIGN_KEY" not in step["env"]
+
+
+def run_attach(step: dict, tmp_path: Path, key: str) -> subprocess.CompletedProcess:
+    """The attach step's script in bash, `envbuild` a function that copies the key file it is given
+    (and its mode) where the test can read them."""
+    seen = tmp_path / "seen"
+    stub = (
+        'envbuild() { while [ "$#" -gt 0 ]; do if [ "$1" = --sign-key ]; then '
+        f'stat -c %a "$2" > {shlex.quote(str(seen))}.mode; cp "$2" {shlex.quote(str(seen))}.key; '
+        f'echo "$2" > {shlex.quote(str(seen))}.path; fi; shift; done; }}\n'
+    )
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "ENVBUILD_SIGN_KEY": key,
+        "DIGEST": "sha256:" + "a" * 64,
+        "TMPDIR": str(tmp_path),
+    }
+    return subprocess.run(["bash", "-e", "-c", stub + step["run"]], env=env, capture_output=True, text=True)
+
+
+def test_the_signing_key_reaches_envbuild_in_a_0600_file_that_is_removed_and_never_printed(
+    repo, capsys, tmp_path
+):
+    workflow = generate(repo, "--install", INSTALL, "--sign-key-secret", "ENVBUILD_SIGN_KEY", capsys=capsys)
+    done = run_attach(step_with(workflow, "promote", "envbuild attest"), tmp_path, PEM)
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = tmp_path / "seen"
+    assert (tmp_path / "seen.mode").read_text().strip() == "600"
+    assert (tmp_path / "seen.key").read_text() == PEM + "\n"
+    assert not Path((tmp_path / "seen.path").read_text().strip()).exists()  # removed when the step ends
+    assert "PRIVATE KEY" not in done.stdout + done.stderr and "Pretend" not in done.stdout + done.stderr
+    assert not seen.exists()
+
+
+def test_an_empty_signing_secret_fails_the_step_naming_it(repo, capsys, tmp_path):
+    workflow = generate(repo, "--install", INSTALL, "--sign-key-secret", "TEAM_SIGNING_KEY", capsys=capsys)
+    done = run_attach(step_with(workflow, "promote", "envbuild attest"), tmp_path, "")
+    assert done.returncode == 1
+    assert "TEAM_SIGNING_KEY" in done.stdout and "empty" in done.stdout
+    assert not (tmp_path / "seen.key").exists()  # envbuild never ran
+
+
+@pytest.mark.parametrize("name", ["1KEY", "GITHUB_KEY", "my-key", "a b", "K}} ${{ x", ""])
+def test_a_sign_key_secret_that_is_no_secret_name_is_a_usage_error(repo, capsys, name):
+    err = refused(
+        capsys,
+        "-f",
+        str(repo / "ml" / "envbuild.toml"),
+        "-o",
+        str(repo / "w.yml"),
+        "--install",
+        INSTALL,
+        "--sign-key-secret",
+        name,
+    )
+    assert "--sign-key-secret" in err and "fix:" in err
+    assert not (repo / "w.yml").exists()

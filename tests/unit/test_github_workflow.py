@@ -40,6 +40,9 @@ CASES = {  # golden file -> (spec, keyword arguments)
     "hub": (GOLDEN / "ci" / "hub.toml", {"staging": "quay.io/acme/stage"}),
     "platforms": (GOLDEN / "ci" / "platforms.toml", {}),  # issue 19: arm64 builds on arm64 runners
     "platforms-qemu": (GOLDEN / "ci" / "platforms.toml", {"qemu": True}),
+    # issue 20: envbuild's attestations, signed with a key from a repository secret
+    "two-signed": (GOLDEN / "ci" / "two.toml", {"sign_key_secret": "ENVBUILD_SIGN_KEY"}),
+    "platforms-signed": (GOLDEN / "ci" / "platforms.toml", {"sign_key_secret": "ENVBUILD_SIGN_KEY"}),
     "sealed-pinned": (
         GOLDEN / "ci" / "sealed" / "envbuild.toml",
         {
@@ -366,3 +369,91 @@ def test_ci_github_makes_no_other_missing_directory(capsys, two_targets, tmp_pat
     )
     assert "ci/workflows" in capsys.readouterr().err
     assert not (tmp_path / "ci").exists()
+
+
+# --- supply chain attestations (issue 20, item 6) ----------------------------------------------------
+
+
+def test_build_asks_buildkit_for_its_sbom_and_max_provenance(matrix, two_targets):
+    build = parsed_workflow(matrix, load_spec(str(two_targets)))["jobs"]["build"]
+    script = next(s["run"] for s in build["steps"] if s.get("id") == "build")
+    words = shlex.split(script.split("\n--metadata-file", 1)[0].replace("\\\n", " ").split("\n", 1)[0])
+    assert words[:4] == ["docker", "buildx", "build", "--push"]
+    assert "--sbom=true" in words and "--provenance=mode=max" in words
+    # setup-buildx-action's docker-container builder: the default docker driver refuses attestations
+    uses = [s.get("uses") for s in build["steps"]]
+    assert uses.index(ACTIONS["setup_buildx"]) < [s.get("id") for s in build["steps"]].index("build")
+
+
+def attach_steps(job: dict) -> list[dict]:
+    return [s for s in job["steps"] if "envbuild attest" in s.get("run", "")]
+
+
+def test_attach_runs_after_verify_and_promote_never_before(matrix, two_targets):
+    workflow = parsed_workflow(matrix, load_spec(str(two_targets)))
+    jobs = workflow["jobs"]
+    for name in ("lock-check", "build", "verify"):
+        assert not attach_steps(jobs[name]), name
+    promote = jobs["promote"]
+    assert promote["needs"] == ["verify"]
+    steps = promote["steps"]
+    names = [s.get("name") for s in steps]
+    promotes = [i for i, s in enumerate(steps) if "envbuild promote" in s.get("run", "")]
+    attaches = [steps.index(s) for s in attach_steps(promote)]
+    assert len(attaches) == 2 and min(attaches) > max(promotes), names
+    records = [
+        i for i, s in enumerate(steps) if s.get("with", {}).get("name") == "record-build-${{ matrix.target }}"
+    ]
+    assert records and records[0] < min(attaches)  # build/<target>/ comes back before it is read
+    assert steps[records[0]]["with"]["path"] == "build"
+    # the job that attaches may push to the registry's packages
+    assert promote["permissions"] == {"contents": "read", "packages": "write"}
+    assert workflow["permissions"] == {"contents": "read"}  # every other job: read only
+
+
+def test_attach_command_line_names_the_promoted_digest_and_the_build_record(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    promote = parsed_workflow(matrix, spec)["jobs"]["promote"]
+    steps = attach_steps(promote)
+    assert [s["if"] for s in steps] == ["matrix.target == 'h100'", "matrix.target == 'l4.infer'"]
+    for step, target in zip(steps, ("h100", "l4.infer"), strict=True):
+        assert step["env"] == {"DIGEST": "${{ steps.digest.outputs.digest }}"}
+        lines = [line for line in step["run"].splitlines() if line.startswith("envbuild attest")]
+        assert [shlex.split(line.replace('"$DIGEST"', "DIGEST")) for line in lines] == [
+            ["envbuild", "attest", "registry.example.com:5000/team/train@DIGEST", "--attach", "--record",
+             f"build/{target}/record.json"],
+        ]  # fmt: skip
+        assert "--sign-key" not in step["run"]
+
+
+def test_attach_goes_to_the_promoted_repository_not_staging(matrix, two_targets):
+    spec = load_spec(str(two_targets))
+    promote = parsed_workflow(matrix, spec, staging="docker.io/acme/staging")["jobs"]["promote"]
+    assert attach_steps(promote)
+    for step in attach_steps(promote):
+        assert "envbuild attest registry.example.com:5000/team/train@" in step["run"]
+        assert "staging" not in step["run"]
+
+
+def test_attach_of_a_multi_platform_target_names_each_platform_digest(matrix):
+    workflow = parsed_workflow(matrix, load_spec(str(GOLDEN / "ci" / "platforms.toml")))
+    promote = workflow["jobs"]["promote"]
+    steps = attach_steps(promote)
+    assert [s["if"] for s in steps] == ["matrix.target == 'both'", "matrix.target == 'x86'"]
+    both, x86 = steps[0]["run"], steps[1]["run"]
+    assert 'envbuild attest ghcr.io/acme/train@"$digest" --attach --record "$2"' in both
+    assert "grep -Eq '^sha256:[0-9a-f]{64}$'" in both
+    calls = [line for line in both.splitlines() if line.startswith("attach ")]
+    assert calls == [
+        "attach both-amd64 build/both/amd64/record.json",
+        "attach both-arm64 build/both/arm64/record.json",
+    ]
+    assert [line for line in x86.splitlines() if line.startswith("attach ")] == [
+        "attach x86 build/x86/record.json"
+    ]
+    download = next(s for s in promote["steps"] if s.get("with", {}).get("path") == "build")
+    assert download["with"] == {
+        "pattern": "record-build-${{ matrix.target }}*",
+        "path": "build",
+        "merge-multiple": True,
+    }

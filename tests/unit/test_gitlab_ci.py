@@ -76,7 +76,8 @@ def test_the_four_stages_and_their_jobs(matrix, two_targets):
     assert jobs["render"]["needs"] == ["lock-check"]
     assert jobs["build:h100"]["needs"] == ["render"]
     assert jobs["verify:h100:sm_90"]["needs"] == ["build:h100"]
-    assert jobs["promote:h100"]["needs"] == ["build:h100", "verify:h100:sm_90"]
+    # render: build/<target>/, whose record.json the attach step reads (issue 20)
+    assert jobs["promote:h100"]["needs"] == ["render", "build:h100", "verify:h100:sm_90"]
 
 
 def test_build_runs_on_a_docker_runner_and_hands_on_the_digest(matrix, two_targets):
@@ -231,3 +232,29 @@ def test_ci_gitlab_spec_outside_the_repository_is_a_usage_error(capsys, two_targ
     assert code == 2
     err = capsys.readouterr().err
     assert str(two_targets) in err and "-f" in err
+
+
+# --- supply chain attestations (issue 20, item 6) ----------------------------------------------------
+
+
+def test_build_asks_buildkit_for_its_sbom_and_max_provenance(matrix, two_targets):
+    script = "\n".join(pipeline(matrix, load_spec(str(two_targets)))["build:h100"]["script"])
+    assert "docker buildx create --use --driver docker-container" in script  # the docker driver refuses them
+    assert "docker buildx build --push --sbom=true --provenance=mode=max" in script
+
+
+def test_promote_attaches_envbuilds_documents_after_promoting(matrix, two_targets):
+    doc = pipeline(matrix, load_spec(str(two_targets)))
+    for name in ("lock-check", "render", "build:h100", "verify:h100:sm_90"):
+        assert not any("envbuild attest" in line for line in doc[name]["script"]), name
+    for target in ("h100", "l4.infer"):
+        promote = doc[f"promote:{target}"]
+        script = promote["script"]
+        promoted = next(i for i, line in enumerate(script) if line.startswith("envbuild promote"))
+        (attach,) = [i for i, line in enumerate(script) if "envbuild attest" in line]
+        assert attach > promoted
+        assert shlex.split(script[attach].replace('"$DIGEST"', "DIGEST")) == [
+            "envbuild", "attest", "registry.example.com:5000/team/train@DIGEST", "--attach", "--record",
+            f"build/{target}/record.json",
+        ]  # fmt: skip
+        assert "render" in promote["needs"]  # its artifacts: build/<target>/
