@@ -98,6 +98,7 @@ class BuildOptions(Record):
         "jobs",
         "lock_key",
         "allow_edited_lock",
+        "sign_key",
     )
     out_dir: str
     builder: str  # auto | api | buildkit
@@ -109,6 +110,7 @@ class BuildOptions(Record):
     jobs: int
     lock_key: bytes | None  # the HMAC key a sealed lock is checked with (spec.lockseal)
     allow_edited_lock: bool  # build from a lock whose seal fails, with a warning: emergencies only
+    sign_key: str | None  # a PEM key: the attached SBOM and provenance are DSSE envelopes it signed
 
 
 def build_spec(
@@ -326,7 +328,11 @@ def build_target(
                 )
             for tag, digest in promotion.pushed:
                 say(f"{target.name}: pushed {tag}@{digest}")
-            record.update(ok=True, status="promoted")
+            # the record is final from here on but for the attest stage's own entry, so the
+            # provenance built from it is the one record.json reproduces
+            record.update(ok=True, status="promoted", finished=attest_inputs.now())
+            attest(record, promotion.image_id, context_dir, options, say=say)
+            _write_json(record_path, record)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
             if "plan" in locals() and record["stages"].get("verify", {}).get("passed"):
                 _untag(plan.tags)
@@ -342,9 +348,29 @@ def build_target(
             record["finished"] = attest_inputs.now()
             _write_json(record_path, record)
             raise
-        record["finished"] = attest_inputs.now()
+        record["finished"] = record.get("finished") or attest_inputs.now()
         _write_json(record_path, record)
     return record
+
+
+def attest(record: dict, image_id: str, directory: str, options: BuildOptions, *, say) -> None:
+    """The attest stage: the SBOM and provenance of the promoted image written next to record.json
+    and, with --push, attached to every pushed digest (attest.publish). Its outcome goes under
+    record["attestations"] (fields.RECORD_AFTER_ATTACH), which the documents never cover."""
+    from envbuild.attest.publish import publish
+
+    started = time.perf_counter()
+    published = publish(record, image_id, directory=directory, sign_key=options.sign_key)
+    record["attestations"] = {
+        "files": [os.path.basename(path) for path in published.files],
+        "attached": list(published.attached),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    for item in published.attached:
+        say(
+            f"{record['target']}: attached the {item['kind']} {item['digest'][:19]} to {item['subject']} "
+            f"({item['path']}{', signed' if options.sign_key else ''})"
+        )
 
 
 def build_platforms(
@@ -384,10 +410,12 @@ def build_platforms(
             promote_image=False,
             context=short(name),
         )
-    return promote_platforms(target, records, options)
+    return promote_platforms(target, records, options, say=say)
 
 
-def promote_platforms(target: Target, records: dict[str, dict], options: BuildOptions) -> dict:
+def promote_platforms(
+    target: Target, records: dict[str, dict], options: BuildOptions, *, say: Callable[[str], None] = print
+) -> dict:
     """Every platform's image passed its smoke step: promote each, then join them in one index.
 
     Each platform's verified image is labelled, tagged `<tag>-<arch>` and (with --push) pushed, as a
@@ -435,8 +463,11 @@ def promote_platforms(target: Target, records: dict[str, dict], options: BuildOp
                 status="promoted",
                 tags=list(promotion.tags),
                 pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
+                finished=attest_inputs.now(),
             )
-            _write_json(os.path.join(options.out_dir, target.name, arch, RECORD), record)
+            arch_dir = os.path.join(options.out_dir, target.name, arch)
+            attest(record, promotion.image_id, arch_dir, options, say=say)
+            _write_json(os.path.join(arch_dir, RECORD), record)
             summary["platforms"][name] = {"image": promotion.image_id, "tags": list(promotion.tags)}
             if promotion.pushed:
                 repository = split_tag(promotion.pushed[0][0])[0]

@@ -12,8 +12,8 @@ Choices, each documented there:
 - no metadata.invocationId: the record has no id a log system knows;
 - the base image is a `pkg:docker` purl (the Package URL spec's docker type), with its manifest digest
   when the reference is pinned;
-- a wheel's digest is its first recorded hash (the installed file's, for a wheelhouse build); every hash
-  is kept in its annotations;
+- a wheel's digest is the installed file's hash (file_hash) where the context had the file, else its
+  first recorded hash; every hash is kept in its annotations;
 - the record byproduct leaves out fields.RECORD_AFTER_ATTACH (written after the attestations exist).
 """
 
@@ -144,7 +144,8 @@ def _wheel(dep: dict) -> dict:
     out: dict = {"uri": PackageURL(type="pypi", name=dep["name"], version=dep["version"]).to_string()}
     if dep.get("file"):
         out["name"] = dep["file"]
-    digest = _digest_map(hashes[0]) if hashes else None
+    installed = dep.get("file_hash") if isinstance(dep.get("file_hash"), str) else None
+    digest = _digest_map(installed or hashes[0]) if hashes or installed else None
     if digest:
         out["digest"] = digest
     out["annotations"] = _without_none(

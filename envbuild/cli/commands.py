@@ -40,6 +40,24 @@ def _lock_key(args: argparse.Namespace) -> bytes | None:
     return lock_key(args.lock_key_file)
 
 
+def _sign_key(args: argparse.Namespace) -> str | None:
+    """--sign-key, checked before anything is built or pushed: a key that cannot sign is exit 2 now,
+    not after a build; and it signs only what --push attaches."""
+    if not getattr(args, "sign_key", None):
+        return None
+    from envbuild.errors import UsageError
+
+    if not args.push and not getattr(args, "attach", False):
+        raise UsageError(
+            "--sign-key signs the SBOM and provenance attached in the registry, and nothing is pushed",
+            fix="add --push, or drop --sign-key (the files next to record.json are the plain documents)",
+        )
+    from envbuild.attest.dsse import load_signing_key
+
+    load_signing_key(args.sign_key)
+    return str(args.sign_key)
+
+
 def _warn_base_images(lock, matrix, spec) -> None:
     from envbuild.matrix.lifecycle import today
     from envbuild.render.eolfix import lock_advice
@@ -262,6 +280,7 @@ def build(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         lock_key=_lock_key(args),
         allow_edited_lock=args.allow_edited_lock,
+        sign_key=_sign_key(args),
     )
     spec = _spec(args)
     results = build_spec(
@@ -362,12 +381,49 @@ def promote(args: argparse.Namespace) -> int:
         return EXIT_OK
     from envbuild.image.promote import promote_reported
 
+    sign_key = _sign_key(args)
     promotion = promote_reported(images[0], report_path=report, tags=args.tag, push=args.push)
     for tag in promotion.tags:
         print(f"tagged {tag}" + (" (verified on CPU only)" if promotion.device == "cpu" else ""))
     for tag, digest in promotion.pushed:
         print(f"pushed {tag}@{digest}")
+    if promotion.pushed:
+        from envbuild.attest.publish import publish_promoted
+
+        published = publish_promoted(promotion, report_path=str(report), sign_key=sign_key)
+        for item in published.attached:
+            print(f"attached the {item['kind']} {item['digest']} to {item['subject']} ({item['path']})")
     return EXIT_OK
+
+
+def attest(args: argparse.Namespace) -> int:
+    if args.attach:
+        from envbuild.attest.publish import attach_image
+
+        sign_key = _sign_key(args)
+        published = attach_image(
+            args.image, record_path=args.record, report_path=args.report, sign_key=sign_key
+        )
+        for item in published.attached:
+            print(f"attached the {item['kind']} {item['digest']} to {item['subject']} ({item['path']})")
+        return EXIT_OK
+    from envbuild.errors import UsageError
+
+    for flag in ("record", "report", "sign_key"):
+        if getattr(args, flag):
+            raise UsageError(
+                f"--{flag.replace('_', '-')} is for --attach", fix="add --attach, or drop the flag to check"
+            )
+    from envbuild.attest.remote import check_image
+
+    judgement = check_image(args.image, key_path=args.key)
+    if args.json:
+        import json
+
+        sys.stdout.write(json.dumps(judgement.document(), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(judgement.text())
+    return EXIT_OK if judgement.ok else EXIT_FAILURE
 
 
 def bake(args: argparse.Namespace) -> int:
@@ -519,6 +575,7 @@ HANDLERS = {
     "build": build,
     "verify": verify,
     "promote": promote,
+    "attest": attest,
     "bake": bake,
     "ci github": ci_github,
     "ci gitlab": ci_gitlab,

@@ -72,6 +72,15 @@ def add_lock_key(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_sign_key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sign-key",
+        metavar="FILE",
+        help="PEM Ed25519 or ECDSA private key: the SBOM and provenance attached with --push are DSSE "
+        "envelopes it signs (password: ENVBUILD_SIGN_KEY_PASSWORD)",
+    )
+
+
 def add_allow_edited_lock(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allow-edited-lock",
@@ -308,6 +317,7 @@ def _build(parser: argparse.ArgumentParser) -> None:
     add_output_dir(parser)
     add_lock_key(parser)
     add_allow_edited_lock(parser)
+    add_sign_key(parser)
     add_matrix(parser)
 
 
@@ -354,7 +364,34 @@ def _promote(parser: argparse.ArgumentParser) -> None:
         "image must carry envbuild's verified label",
     )
     parser.add_argument("--tag", action="append", default=[], metavar="REPO:TAG", help="repeatable")
-    parser.add_argument("--push", action="store_true")
+    parser.add_argument(
+        "--push", action="store_true", help="push the tags, with the image's SBOM and provenance attached"
+    )
+    add_sign_key(parser)
+
+
+def _attest(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("image", metavar="IMAGE", help="REPO@sha256:... or REPO:TAG in a registry")
+    parser.add_argument("--key", metavar="PUB", help="PEM public key every document must be signed with")
+    parser.add_argument(
+        "--attach",
+        action="store_true",
+        help="build the SBOM and provenance of IMAGE (pulled if not local) and attach them, instead of "
+        "checking",
+    )
+    facts = parser.add_mutually_exclusive_group()
+    facts.add_argument(
+        "--record", metavar="FILE", help="with --attach: the build's record.json (its facts and lock hashes)"
+    )
+    facts.add_argument(
+        "--report",
+        metavar="FILE",
+        help="with --attach and no record: the smoke report file of `envbuild verify --report` (the lock's "
+        "hashes come from the spec's envbuild.lock)",
+    )
+    add_spec_file(parser)
+    add_sign_key(parser)
+    add_json(parser, "the checks as JSON")
 
 
 def _bake(parser: argparse.ArgumentParser) -> None:
@@ -625,6 +662,16 @@ COMMANDS: tuple[Command, ...] = (
         description="Add io.envbuild.verified labels to IMAGE (no new layer), tag it, and push with --push. "
         "Refuses unless --report holds a passing smoke report for this image "
         "(from `envbuild verify --report`).",
+    ),
+    Command(
+        "attest",
+        "check (or attach) an image's SBOM and provenance in its registry",
+        _attest,
+        description="Fetch the CycloneDX SBOM and SLSA provenance attached to IMAGE's digest (OCI referrers "
+        "API, or the sha256-<hex> tag fallback) and check them: each names this digest, the SBOM validates, "
+        "both name the same lock, the image's labels agree with both, and with --key every signature "
+        "verifies. Exit 1 naming each check that failed. --attach builds and attaches them instead "
+        "(`envbuild build --push` does it itself). See docs/attest.md.",
     ),
     Command(
         "bake",

@@ -25,9 +25,10 @@ architecture label), and promote pushes one multi-platform index over the verifi
 Supply chain (issue 20): the build asks BuildKit for its own SBOM and max-mode provenance
 (BUILDKIT_ATTESTATIONS; setup-buildx-action's docker-container builder can make them), and once promote
 has succeeded, the promote job attaches envbuild's GPU-aware SBOM and provenance to each promoted
-digest in the final repository (attach_script): `envbuild attest REPO@DIGEST --attach --record
-build/<context>/record.json`, signed with `--sign-key` when `ci github --sign-key-secret NAME` names
-the repository secret holding the private key (written to a 0600 temporary file, never echoed).
+digest in the final repository (attach_script): `envbuild attest REPO@DIGEST --attach --report
+<its verify job's smoke.json>` (the lock's hashes from the checkout's envbuild.lock), signed with
+`--sign-key` when `ci github --sign-key-secret NAME` names the repository secret holding the private
+key (written to a 0600 temporary file, never echoed).
 """
 
 from __future__ import annotations
@@ -245,10 +246,10 @@ def attach_script(builds: list, tags: tuple[str, ...], platformed: bool, sign_ke
             f'printf \'%s\\n\' "${SIGN_KEY_ENV}" > "${SIGN_KEY_FILE_ENV}"',
         ]
     if not platformed:
-        record = shell_word(f"{OUT_DIR}/{builds[0].context}/record.json")
         for repository in repositories:
             lines.append(
-                f'envbuild attest {shell_word(repository + "@")}"$DIGEST" --attach --record {record}{sign}'
+                f'envbuild attest {shell_word(repository + "@")}"$DIGEST" --attach '
+                f'--report "$(ls verify/*/smoke.json | head -n 1)"{sign}'
             )
         return "\n".join(lines) + ("\n" if len(lines) > 1 else "")  # one line: a plain run: scalar
     lines += [
@@ -259,13 +260,14 @@ def attach_script(builds: list, tags: tuple[str, ...], platformed: bool, sign_ke
         "    exit 1",
         "  fi",
         *(
-            f'  envbuild attest {shell_word(repository + "@")}"$digest" --attach --record "$2"{sign}'
+            f'  envbuild attest {shell_word(repository + "@")}"$digest" --attach '
+            f'--report "$(ls verify/record-verify-"$1"-*/smoke.json | head -n 1)"{sign}'
             for repository in repositories
         ),
         "}",
     ]
     for build in builds:
-        lines.append(f"attach {shell_word(build.key)} {shell_word(f'{OUT_DIR}/{build.context}/record.json')}")
+        lines.append(f"attach {shell_word(build.key)}")
     return "\n".join(lines) + "\n"
 
 

@@ -11,8 +11,8 @@ verify/<gpu>/.
 Supply chain (issue 20): the build asks BuildKit for its SBOM and max-mode provenance (the job's
 docker-container builder can make them), and each promote job, once promote has succeeded, attaches
 envbuild's SBOM and provenance to the promoted digest in the final repository (`envbuild attest
-REPO@DIGEST --attach --record build/<target>/record.json`, the record from the render job's
-artifacts). Signing is not written here: docs/ci.md says how to add `--sign-key` with a file-type
+REPO@DIGEST --attach --report <a verify job's smoke.json>`, the lock's hashes read from the checkout's
+envbuild.lock). Signing is not written here: docs/ci.md says how to add `--sign-key` with a file-type
 CI/CD variable.
 
 Multi-platform specs are refused (refuse_platforms): the pipeline builds linux/amd64 on a docker:dind
@@ -97,8 +97,8 @@ def pipeline_yaml(
                 "target": name,
                 "to": " ".join(f"--to {shell_word(tag)}" for tag in tags),
                 "attach": [
-                    f'envbuild attest {shell_word(repository + "@")}"$DIGEST" --attach --record '
-                    + shell_word(f"{OUT_DIR}/{name}/record.json")
+                    f'envbuild attest {shell_word(repository + "@")}"$DIGEST" --attach '
+                    '--report "$(ls verify/*/smoke.json | head -n 1)"'
                     for repository in dict.fromkeys(split_tag(tag)[0] for tag in tags)
                 ],
             }

@@ -309,7 +309,9 @@ def test_sign_key_secret_signs_the_attach_step(repo, capsys):
         "ENVBUILD_SIGN_KEY": "${{ secrets.TEAM_SIGNING_KEY }}",
     }
     (line,) = [line for line in step["run"].splitlines() if line.startswith("envbuild attest")]
-    assert line.endswith(' --attach --record build/h100/record.json --sign-key "$ENVBUILD_SIGN_KEY_FILE"')
+    assert line.endswith(
+        ' --attach --report "$(ls verify/*/smoke.json | head -n 1)" --sign-key "$ENVBUILD_SIGN_KEY_FILE"'
+    )
     text = (repo / ".github" / "workflows" / "envbuild.yml").read_text()
     assert "TEAM_SIGNING_KEY" in header(text)
     assert set(re.findall(r"secrets\.([A-Za-z0-9_]+)", text)) == {

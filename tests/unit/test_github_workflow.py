@@ -401,27 +401,24 @@ def test_attach_runs_after_verify_and_promote_never_before(matrix, two_targets):
     promotes = [i for i, s in enumerate(steps) if "envbuild promote" in s.get("run", "")]
     attaches = [steps.index(s) for s in attach_steps(promote)]
     assert len(attaches) == 2 and min(attaches) > max(promotes), names
-    records = [
-        i for i, s in enumerate(steps) if s.get("with", {}).get("name") == "record-build-${{ matrix.target }}"
-    ]
-    assert records and records[0] < min(attaches)  # build/<target>/ comes back before it is read
-    assert steps[records[0]]["with"]["path"] == "build"
+    reports = [i for i, s in enumerate(steps) if s.get("with", {}).get("path") == "verify"]
+    assert reports and reports[0] < min(attaches)  # the smoke reports come back before they are read
     # the job that attaches may push to the registry's packages
     assert promote["permissions"] == {"contents": "read", "packages": "write"}
     assert workflow["permissions"] == {"contents": "read"}  # every other job: read only
 
 
-def test_attach_command_line_names_the_promoted_digest_and_the_build_record(matrix, two_targets):
+def test_attach_command_line_names_the_promoted_digest_and_its_smoke_report(matrix, two_targets):
     spec = load_spec(str(two_targets))
     promote = parsed_workflow(matrix, spec)["jobs"]["promote"]
     steps = attach_steps(promote)
     assert [s["if"] for s in steps] == ["matrix.target == 'h100'", "matrix.target == 'l4.infer'"]
-    for step, target in zip(steps, ("h100", "l4.infer"), strict=True):
+    for step in steps:
         assert step["env"] == {"DIGEST": "${{ steps.digest.outputs.digest }}"}
         lines = [line for line in step["run"].splitlines() if line.startswith("envbuild attest")]
         assert [shlex.split(line.replace('"$DIGEST"', "DIGEST")) for line in lines] == [
-            ["envbuild", "attest", "registry.example.com:5000/team/train@DIGEST", "--attach", "--record",
-             f"build/{target}/record.json"],
+            ["envbuild", "attest", "registry.example.com:5000/team/train@DIGEST", "--attach", "--report",
+             "$(ls verify/*/smoke.json | head -n 1)"],
         ]  # fmt: skip
         assert "--sign-key" not in step["run"]
 
@@ -441,19 +438,13 @@ def test_attach_of_a_multi_platform_target_names_each_platform_digest(matrix):
     steps = attach_steps(promote)
     assert [s["if"] for s in steps] == ["matrix.target == 'both'", "matrix.target == 'x86'"]
     both, x86 = steps[0]["run"], steps[1]["run"]
-    assert 'envbuild attest ghcr.io/acme/train@"$digest" --attach --record "$2"' in both
+    assert (
+        'envbuild attest ghcr.io/acme/train@"$digest" --attach '
+        '--report "$(ls verify/record-verify-"$1"-*/smoke.json | head -n 1)"'
+    ) in both
     assert "grep -Eq '^sha256:[0-9a-f]{64}$'" in both
     calls = [line for line in both.splitlines() if line.startswith("attach ")]
-    assert calls == [
-        "attach both-amd64 build/both/amd64/record.json",
-        "attach both-arm64 build/both/arm64/record.json",
-    ]
-    assert [line for line in x86.splitlines() if line.startswith("attach ")] == [
-        "attach x86 build/x86/record.json"
-    ]
-    download = next(s for s in promote["steps"] if s.get("with", {}).get("path") == "build")
-    assert download["with"] == {
-        "pattern": "record-build-${{ matrix.target }}*",
-        "path": "build",
-        "merge-multiple": True,
-    }
+    assert calls == ["attach both-amd64", "attach both-arm64"]
+    assert [line for line in x86.splitlines() if line.startswith("attach ")] == ["attach x86"]
+    # the build records are not needed: the image is read from the registry, the report from verify
+    assert not [s for s in promote["steps"] if s.get("with", {}).get("path") == "build"]
