@@ -672,6 +672,10 @@ def attestation_checks(image: str, summarize: Callable[[str], str | None] | None
         return [Check(name=name, status="skip", evidence=note, fix=None)]
     if line is None:
         return []
+    if "checks failed" in line:  # attest.check.summary_line's wording for a failed judgement
+        return [
+            Check(name=name, status="warn", evidence=line, fix=f"see every check: envbuild attest {image}")
+        ]
     return [Check(name=name, status="ok", evidence=line, fix=None)]
 
 

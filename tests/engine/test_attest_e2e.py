@@ -20,6 +20,7 @@ from envbuild._testing.pyindex import PackageIndex
 from envbuild.attest import fields
 from envbuild.attest.attach import attach_documents, fetch_documents
 from envbuild.cli.app import main
+from envbuild.host.doctor import attestation_checks
 from envbuild.spec.lockread import load_lock
 from tests.helpers.docker import docker
 from tests.helpers.locking import spec_text
@@ -215,6 +216,10 @@ def test_attest_checks_the_attachments_with_the_key(built: dict, capsys) -> None
     # without a key the signatures are reported, not checked
     assert main(["attest", ref]) == 0
     assert "signed, not checked" in capsys.readouterr().out
+    # doctor --image's one line, read from the same registry
+    (line,) = attestation_checks(ref)
+    assert line.status == "ok" and line.evidence.startswith("attestations: SBOM + provenance for sha256:")
+    assert line.evidence.endswith("signed, not checked, 18/18 checks passed")
 
 
 def test_a_registry_side_promotion_keeps_the_attachments(built: dict, capsys) -> None:
@@ -223,6 +228,28 @@ def test_a_registry_side_promotion_keeps_the_attachments(built: dict, capsys) ->
     capsys.readouterr()
     assert main(["attest", f"{built['repository']}:promoted-attest", "--key", str(built["public"])]) == 0
     assert "checks passed" in capsys.readouterr().out
+
+
+def test_promote_push_of_a_verified_image_attaches_its_documents(built: dict, capsys) -> None:
+    """`verify --report` then `promote --push`: no build record, so the facts come from the image's
+    labels and the report; the documents are attached to the pushed digest all the same."""
+    image = built["record"]["images"]["built"]
+    report = built["root"] / "smoke.json"
+    assert main(["verify", image, "--smoke-device", "cpu", "--report", str(report)]) == 0
+    tag = f"{built['repository']}:promote-push"
+    code = main(["promote", image, "--report", str(report), "--tag", tag, "--push"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "attached the sbom" in out and "attached the provenance" in out
+    digest, found, _ = fetch_documents(tag)
+    assert set(found) == {fields.KIND_SBOM, fields.KIND_PROVENANCE}
+    sbom = json.loads(found[fields.KIND_SBOM].payload)  # unsigned: the document itself
+    assert fields.sbom_property(sbom, fields.P_IMAGE_DIGEST) == digest
+    assert fields.sbom_property(sbom, fields.P_SMOKE_DEVICE) == "cpu"
+    assert {c["name"] for c in sbom["components"]} >= {"torch", "python3", "six"}
+    assert main(["attest", tag]) == 0
+    assert "checks passed" in capsys.readouterr().out
+    docker("rmi", "-f", tag, check=False)
 
 
 def test_another_key_fails_naming_the_signatures(built: dict, capsys) -> None:

@@ -74,3 +74,10 @@ def test_run_doctor_puts_the_line_after_the_image_checks_and_does_not_fail_on_it
     assert names.index(f"image {PUSHED}") < names.index(f"image {PUSHED} attestations")
     note = run_doctor(matrix, image=PUSHED, gpu=False, timeout=60, attestations=unreachable)[-1]
     assert note.status == "skip" and note.evidence.startswith("attestations: could not be read: ")
+
+
+def test_a_failed_judgement_is_a_warning_pointing_at_envbuild_attest():
+    failed = "attestations for sha256:abababababab…: 1/14 checks failed, first 'label cuda': 12.9 vs 13.0"
+    (check,) = attestation_checks(PUSHED, lambda image: failed)
+    assert check.status == "warn" and check.evidence == failed
+    assert check.fix == f"see every check: envbuild attest {PUSHED}"
