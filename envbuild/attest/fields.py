@@ -48,6 +48,11 @@ P_IMAGE_DIGEST = "envbuild:image-digest"  # the subject: the pushed manifest dig
 P_MIN_DRIVER = "envbuild:cuda:min-driver"  # the NVIDIA driver floor, e.g. "580.65.06"
 P_REQUIRE_CUDA = "envbuild:cuda:nvidia-require-cuda"  # the image's NVIDIA_REQUIRE_CUDA, e.g. "cuda>=13.0"
 P_GPU_ARCH = "envbuild:cuda:gpu-arch"  # the framework build's compiled architectures, "7.5;8.0;9.0"
+P_AUDIT_SASS = (
+    "envbuild:audit:sass"  # the SASS the audit gate found in the framework's libraries, "sm_80,sm_90"
+)
+P_AUDIT_PTX = "envbuild:audit:ptx"  # ... and the PTX, "compute_90"; absent: no device code (a CPU build)
+P_AUDIT_VERDICTS = "envbuild:audit:verdicts"  # per GPU the target names, "sm_90=native,sm_89=ptx-only"
 P_COMPAT = "envbuild:cuda:compat"  # native | minor-version | forward (the matrix's compat mode)
 P_SMOKE_DEVICE = "envbuild:smoke:device"  # cpu | gpu
 P_SMOKE_PASSED = "envbuild:smoke:passed"  # "true" | "false"

@@ -140,6 +140,7 @@ def _metadata_properties(record: dict, inventory: Inventory, digest: str) -> lis
             record.get("nvidia_require_cuda") or inventory.env.get("NVIDIA_REQUIRE_CUDA"),
         ),
         (fields.P_GPU_ARCH, stack.get("arch")),
+        *_audited(record.get("audit")),
         (fields.P_COMPAT, stack.get("compat")),
         (fields.P_SMOKE_DEVICE, smoke.get("device_used") or record.get("smoke_device")),
         (fields.P_SMOKE_PASSED, None if passed is None else ("true" if passed else "false")),
@@ -358,3 +359,24 @@ def validate_sbom(data: bytes) -> None:
         f"the SBOM does not match the CycloneDX 1.6 schema at {path}: {message[:300]}",
         fix="an SBOM edited or written by another tool: rebuild it with `envbuild build` (sbom.cdx.json)",
     )
+
+
+def _audited(audit: object) -> list[tuple[str, str | None]]:
+    """What the audit gate measured in the framework's libraries (record["audit"]): the SASS and PTX
+    architectures it found, and its verdict per GPU the target names. A CPU build has neither."""
+    if not isinstance(audit, dict):
+        return []
+    libraries = [lib for lib in audit.get("libraries") or () if isinstance(lib, dict) and lib.get("counts")]
+    sass = sorted({str(arch) for lib in libraries for arch in lib.get("sass") or ()})
+    ptx = sorted({str(arch) for lib in libraries for arch in lib.get("ptx") or ()})
+    gpus = audit.get("gpus") if isinstance(audit.get("gpus"), dict) else {}
+    verdicts = sorted(
+        f"{key}={entry['verdict']}"
+        for key, entry in gpus.items()
+        if isinstance(entry, dict) and entry.get("verdict")
+    )
+    return [
+        (fields.P_AUDIT_SASS, ",".join(sass) or None),
+        (fields.P_AUDIT_PTX, ",".join(ptx) or None),
+        (fields.P_AUDIT_VERDICTS, ",".join(verdicts) or None),
+    ]

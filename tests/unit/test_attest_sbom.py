@@ -184,3 +184,32 @@ def test_a_broken_sbom_fails_validation_naming_the_path(sbom: dict) -> None:
     assert "snake" in caught.value.message and caught.value.fix
     with pytest.raises(EnvbuildError, match="not JSON"):
         validate_sbom(b"{not json")
+
+
+def test_the_audit_gates_measured_kernels_and_verdicts_are_properties() -> None:
+    """A GPU build's record carries what the audit gate read from the framework's libraries; the CPU
+    record of the fixture has none, and the SBOM then says nothing rather than an empty list."""
+    assert (
+        fields.sbom_property(build_sbom(RECORD, INVENTORY, subject=(REPOSITORY, DIGEST)), fields.P_AUDIT_SASS)
+        is None
+    )
+    record = copy.deepcopy(RECORD)
+    record["audit"]["libraries"] = [
+        {
+            "path": "torch/lib/libtorch_cuda.so",
+            "sass": ["sm_90", "sm_80"],
+            "ptx": ["compute_90"],
+            "counts": True,
+        },
+        {
+            "path": "torch/lib/libnvrtc.so",
+            "sass": ["sm_50"],
+            "ptx": [],
+            "counts": False,
+        },  # not the framework's
+    ]
+    record["audit"]["gpus"] = {"sm_90": {"verdict": "native"}, "sm_89": {"verdict": "ptx-only"}}
+    sbom = build_sbom(record, INVENTORY, subject=(REPOSITORY, DIGEST))
+    assert fields.sbom_property(sbom, fields.P_AUDIT_SASS) == "sm_80,sm_90"
+    assert fields.sbom_property(sbom, fields.P_AUDIT_PTX) == "compute_90"
+    assert fields.sbom_property(sbom, fields.P_AUDIT_VERDICTS) == "sm_89=ptx-only,sm_90=native"
