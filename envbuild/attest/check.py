@@ -173,6 +173,7 @@ def judge(
                 L.SMOKE_REPORT_DIGEST,
                 fields.sbom_property(sbom, fields.P_SMOKE_REPORT_DIGEST),
                 "sbom " + fields.P_SMOKE_REPORT_DIGEST,
+                unlabelled=True,  # a CI candidate promoted by digest is never relabelled
             )
         )
         add(
@@ -293,11 +294,22 @@ def _spec_digest(labels: dict[str, str], sbom: dict, provenance: dict) -> Check:
 
 
 def _label(
-    name: str, labels: dict[str, str], label: str, value: str | None, where: str, *, release: bool = False
+    name: str,
+    labels: dict[str, str],
+    label: str,
+    value: str | None,
+    where: str,
+    *,
+    release: bool = False,
+    unlabelled: bool = False,
 ) -> Check:
+    """unlabelled: an image without the label agrees with any value (the smoke report of a candidate
+    promoted by digest: `attest --attach --report` tied that report to the image id instead)."""
     have = labels.get(label)
     if have is None and value is None:
         return Check(name=name, ok=True, detail=f"neither {label} nor {where} is set")
+    if have is None and unlabelled:
+        return Check(name=name, ok=True, detail=f"{label} none (not relabelled), {where} {value}")
     ok = (
         have is not None and value is not None and (have == value or (release and _same_release(have, value)))
     )

@@ -232,42 +232,46 @@ def attach_image(
 ) -> Published:
     """`envbuild attest IMAGE --attach`: the documents of an image already in a registry (pushed by
     bake or a CI builder), from its build record, or from its smoke report file plus the spec's
-    envbuild.lock (the hashes), attached to its digest."""
+    envbuild.lock (the hashes), attached to its digest.
+
+    The image is read from its registry (image.registry_inventory): its layers stream through, no
+    Docker Engine is needed and no container runs, so a CI promote job without a daemon can attach.
+    Its image id is the config digest, what `verify` recorded for the image it pulled."""
     from envbuild.attest.facts import facts_from_image
     from envbuild.errors import UsageError
-    from envbuild.image.local import local_image
+    from envbuild.image.registry_inventory import read_registry_inventory
     from envbuild.oci.reference import parse_reference
     from envbuild.oci.registry import resolve_digest
 
+    if not record_path and not report_path:  # before any request: a usage error costs nothing
+        raise UsageError(
+            "--attach needs the image's facts: --record build/<target>/record.json or --report FILE",
+            fix="pass the build's record.json, or the smoke report file `envbuild verify --report` wrote",
+        )
     parsed = parse_reference(ref)
     digest = resolve_digest(ref)
     subject = f"{parsed.name}@{digest}"
-    local = local_image(subject)
+    image = read_registry_inventory(subject)
     pushed = [{"tag": parsed.name, "digest": digest}]
     if record_path:
         facts = _read_json(record_path, "--record")
         promoted = (facts.get("images") or {}).get("promoted")
-        if promoted != local.image_id:
+        if promoted != image.image_id:
             raise UsageError(
-                f"--record {record_path} describes image {promoted}, but {subject} is {local.image_id}",
+                f"--record {record_path} describes image {promoted}, but {subject} is {image.image_id}",
                 fix="pass the record.json of the build that pushed this digest",
             )
         if digest not in {entry.get("digest") for entry in facts.get("pushed") or ()}:
             facts = {**facts, "pushed": pushed}
-    elif report_path:
-        report, device, report_digest = _report_facts(report_path, local.labels, local.image_id)
+    else:
+        report, device, report_digest = _report_facts(str(report_path), image.labels, image.image_id)
         facts = facts_from_image(
-            local.labels,
-            image_id=local.image_id,
+            image.labels,
+            image_id=image.image_id,
             device=device,
             report=report,
             report_digest=report_digest,
             pushed=pushed,
         )
-        facts.update(_lock_facts(spec_path, local.labels))
-    else:
-        raise UsageError(
-            "--attach needs the image's facts: --record build/<target>/record.json or --report FILE",
-            fix="pass the build's record.json, or the smoke report file `envbuild verify --report` wrote",
-        )
-    return publish(facts, local.image_id, directory=None, sign_key=sign_key)
+        facts.update(_lock_facts(spec_path, image.labels))
+    return publish(facts, image.image_id, directory=None, sign_key=sign_key, inventory=image.inventory)

@@ -148,6 +148,32 @@ def parse_python_dists(text: str) -> tuple[PythonDist, ...]:
     return tuple(found[name] for name in sorted(found))
 
 
+def metadata_name_version(text: str) -> tuple[str, str] | None:
+    """(Name, Version) of a distribution's core metadata (a .dist-info/METADATA or .egg-info PKG-INFO
+    text: RFC 822 headers up to the first blank line), as importlib.metadata reads them; None when
+    one is missing."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, colon, value = line.partition(":")
+        if colon and line[0] not in " \t":
+            found.setdefault(key.strip().lower(), value.strip())
+    name, version = found.get("name"), found.get("version")
+    return (name, version) if name and version else None
+
+
+def python_dists_from_metadata(documents: list[str]) -> tuple[PythonDist, ...]:
+    """The distributions of metadata texts given in sys.path order, through parse_python_dists (the
+    parser of what the in-container Python prints), so a name found twice is listed as the first."""
+    lines = []
+    for text in documents:
+        pair = metadata_name_version(text)
+        if pair:
+            lines.append(json.dumps(list(pair)))
+    return parse_python_dists("\n".join(lines))
+
+
 def parse_conda_meta(documents: list[str]) -> tuple[CondaPackage, ...]:
     """The packages of a conda env from the texts of its conda-meta/*.json files, sorted by name.
 

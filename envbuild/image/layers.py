@@ -1,8 +1,11 @@
-"""An image's shared objects from its layer tarballs, as the image's filesystem has them.
+"""The files an image reader needs from its layer tarballs, as the image's filesystem has them.
 
 `envbuild audit` reads the GPU kernels of an image without running it, so it rebuilds just the part
-of the filesystem it needs: the ELF shared objects. Layers are applied bottom first, with the OCI
-whiteout rules, so a library a later layer deleted or replaced is not audited:
+of the filesystem it needs: the ELF shared objects (the default). `Layers(scratch, keep=...)` keeps
+the regular files whose path the predicate accepts instead (image.registry_inventory: dpkg's status,
+Python distribution metadata, conda-meta records), so one whiteout implementation serves both.
+Layers are applied bottom first, with the OCI whiteout rules, so a library a later layer deleted or
+replaced is not audited:
 
 - `DIR/.wh.NAME` deletes NAME (a file, or a directory and all under it) from the layers below;
 - `DIR/.wh..wh..opq` (opaque directory) hides everything the layers below had in DIR;
@@ -12,7 +15,7 @@ whiteout rules, so a library a later layer deleted or replaced is not audited:
 Whiteouts act on the layers below only, so each layer's changes are collected first and applied as a
 whole. Layers may be read in any order (`docker save` writes manifest.json, which gives the order,
 after the layers): `Layers.read` takes one tarball at a time and `Layers.extract` applies them in the
-order given. Only the shared objects' bytes are kept on disk (under a temporary directory); member
+order given. Only the kept files' bytes are kept on disk (under a temporary directory); member
 names are normalised inside the image's root (`/x.so` and `../x.so` are `x.so`), so no name can
 write outside the directory the audit reads.
 """
@@ -29,6 +32,7 @@ from envbuild.audit.tree import is_shared_object_name
 from envbuild.errors import EnvbuildError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import IO
 
 WHITEOUT = ".wh."
@@ -55,10 +59,15 @@ class _Changes:
 
 
 class Layers:
-    """Collects layers' changes under `scratch`, then writes the image's shared objects to a tree."""
+    """Collects layers' changes under `scratch`, then gives the image's kept files.
 
-    def __init__(self, scratch: str) -> None:
+    keep: which paths ("usr/lib/x.so", relative to the image's root) to keep the bytes of; None keeps
+    the ELF shared objects (by name, then by their ELF magic), what the audit reads.
+    """
+
+    def __init__(self, scratch: str, keep: Callable[[str], bool] | None = None) -> None:
         self.scratch = scratch
+        self.keep = keep
         self.store = os.path.join(scratch, "blobs")
         os.makedirs(self.store, exist_ok=True)
         self.changes: dict[str, _Changes] = {}
@@ -78,7 +87,7 @@ class Layers:
             ) from None
         except OSError as exc:  # reading the stream raises EnvbuildError: this is the scratch disk
             raise EnvbuildError(
-                f"could not keep the shared objects of layer {key} under {self.scratch}: {exc}",
+                f"could not keep the files of layer {key} under {self.scratch}: {exc}",
                 fix="free space under the temporary directory, or point TMPDIR at a larger disk",
             ) from None
         self.changes[key] = changes
@@ -97,14 +106,15 @@ class Layers:
         if member.isdir():
             return
         changes.replaced.add(path)
-        if not is_shared_object_name(posixpath.basename(path)):
+        wanted = is_shared_object_name(posixpath.basename(path)) if self.keep is None else self.keep(path)
+        if not wanted:
             return
         if member.isfile():
             source = archive.extractfile(member)
             if source is None:
                 return
-            head = source.read(len(_ELF))
-            if head != _ELF:
+            head = source.read(len(_ELF)) if self.keep is None else b""
+            if self.keep is None and head != _ELF:
                 return
             self.count += 1
             stored = os.path.join(self.store, str(self.count))
@@ -118,8 +128,23 @@ class Layers:
                 changes.added[path] = changes.added[target]
 
     def extract(self, order: list[str], root: str) -> int:
-        """Apply the layers named in `order` (bottom first) and write the surviving shared objects
-        under `root`; how many there are. A key that was never read is an error."""
+        """Apply the layers named in `order` (bottom first) and write the surviving kept files under
+        `root`; how many there are. A key that was never read is an error."""
+        kept = self.survivors(order)
+        for path, stored in sorted(kept.items()):
+            destination = os.path.join(root, *path.split("/"))
+            os.makedirs(os.path.dirname(destination), exist_ok=True)
+            if os.path.exists(destination):  # a hard link's second name
+                continue
+            try:
+                os.link(stored, destination)
+            except OSError:
+                shutil.copyfile(stored, destination)
+        return len(kept)
+
+    def survivors(self, order: list[str]) -> dict[str, str]:
+        """Apply the layers named in `order` (bottom first): {path in the image: the scratch file
+        holding its bytes} of the kept files the top layer's filesystem still has."""
         missing = [key for key in order if key not in self.changes]
         if missing:
             raise EnvbuildError(
@@ -135,16 +160,7 @@ class Layers:
                     del kept[path]
             for path, stored in changes.added.items():
                 kept[path] = stored
-        for path, stored in sorted(kept.items()):
-            destination = os.path.join(root, *path.split("/"))
-            os.makedirs(os.path.dirname(destination), exist_ok=True)
-            if os.path.exists(destination):  # a hard link's second name
-                continue
-            try:
-                os.link(stored, destination)
-            except OSError:
-                shutil.copyfile(stored, destination)
-        return len(kept)
+        return kept
 
 
 def _under_any(path: str, directories: set[str]) -> bool:

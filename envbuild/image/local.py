@@ -1,5 +1,6 @@
-"""An image in the local Docker Engine, pulled by digest when it is not there yet: what `envbuild
-attest --attach` reads the inventory and labels of, for an image a remote builder pushed."""
+"""An image in the local Docker Engine, pulled by digest when it is not there yet: the labels `envbuild
+promote --push` attests the image it just promoted with (`attest --attach` reads a pushed image from
+its registry instead: image.registry_inventory)."""
 
 from __future__ import annotations
 

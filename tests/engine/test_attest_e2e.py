@@ -283,3 +283,61 @@ def test_a_changed_sbom_or_a_wrong_subject_fails_naming_the_check(built: dict, c
     assert main(["attest", other, "--key", str(built["public"])]) == 1
     out = capsys.readouterr().out
     assert "FAIL  provenance statement subject" in out and "FAIL  sbom present" in out
+
+
+def _engine_events(since: float, until: float) -> list[dict]:
+    """The Engine's container and image events between two times (docker events replays them)."""
+    listed = docker(
+        "events",
+        "--since",
+        f"{since:.3f}",
+        "--until",
+        f"{until:.3f}",
+        "--filter",
+        "type=container",
+        "--filter",
+        "type=image",
+        "--format",
+        "{{json .}}",
+    ).stdout
+    return [json.loads(line) for line in listed.splitlines() if line.strip()]
+
+
+def test_attach_from_the_registry_with_the_verify_report(built: dict, capsys, tmp_path: Path) -> None:
+    """The CI flow: a builder pushed the candidate (the build's image before promotion: no smoke
+    label), the verify job ran `verify --report` on its digest, and the promote job's
+    `attest --attach --report` reads it from the registry, with no pull and no inventory container;
+    `attest` then passes. The candidate goes to a repository of its own: attachments are per
+    repository, so this test's unsigned ones never meet the signed ones the other tests check."""
+    import time
+
+    repository = f"{built['registry']}/envbuild-test/attest-attach"
+    docker("tag", built["record"]["images"]["built"], f"{repository}:e2e")
+    try:
+        push(f"{repository}:e2e")
+        ref = f"{repository}@{manifest_digest(built['registry'], 'envbuild-test/attest-attach', 'e2e')}"
+        report = tmp_path / "smoke.json"
+        assert main(["verify", ref, "--smoke-device", "cpu", "--report", str(report)]) == 0
+        capsys.readouterr()
+        since = time.time()
+        code = main(
+            ["attest", ref, "--attach", "--report", str(report), "-f", str(built["root"] / "envbuild.toml")]
+        )
+        until = time.time() + 1
+        assert code == 0, capsys.readouterr().err
+        events = _engine_events(since, until)
+        inventory = [
+            e
+            for e in events
+            if e.get("Type") == "container"
+            and (e.get("Actor") or {}).get("Attributes", {}).get("io.envbuild.role") == "inventory"
+        ]
+        pulls = [e for e in events if e.get("Type") == "image" and "attest-attach" in str(e.get("id"))]
+        assert inventory == [] and pulls == []
+        capsys.readouterr()
+        code = main(["attest", ref, "--json"])
+        checked = json.loads(capsys.readouterr().out)
+        assert code == 0 and checked["ok"] is True, [c for c in checked["checks"] if not c.get("ok", True)]
+        assert {"lock digest", "label spec digest"} <= {c["name"] for c in checked["checks"]}
+    finally:
+        docker("rmi", f"{repository}:e2e", check=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,22 +10,11 @@ from envbuild.image.inventory import OsPackage, PythonDist, read_inventory
 
 # bookworm_image and wheelhouse are fixtures, used by name
 from tests.helpers.docker import docker
+from tests.helpers.probeimage import build_probe_image
 
 pytestmark = pytest.mark.docker
 
 PROBE_IMAGE = "envbuild-test/inventory:six"
-SIX = "six-1.17.0-py2.py3-none-any.whl"
-# python3 from Debian, a venv with one wheel from the local wheelhouse (no network for pip), run as a
-# non-root user as envbuild's images are
-DOCKERFILE = f"""FROM {{base}}
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv \\
- && rm -rf /var/lib/apt/lists/*
-COPY {SIX} /tmp/
-RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-index --no-cache-dir /tmp/{SIX}
-ENV VIRTUAL_ENV=/opt/venv PATH=/opt/venv/bin:$PATH NVIDIA_REQUIRE_CUDA="cuda>=13.0"
-RUN useradd -m -u 10001 runner
-USER runner
-"""
 
 
 def inventory_containers(image: str) -> list[str]:
@@ -38,12 +26,9 @@ def inventory_containers(image: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def probe_image(bookworm_image: str, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
-    context = tmp_path_factory.mktemp("inventory-context")
-    shutil.copy(wheelhouse / SIX, context / SIX)
-    (context / "Dockerfile").write_text(DOCKERFILE.format(base=bookworm_image))
-    built = docker("build", "-t", PROBE_IMAGE, str(context), check=False)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    return PROBE_IMAGE
+    return build_probe_image(
+        PROBE_IMAGE, bookworm_image, wheelhouse, tmp_path_factory.mktemp("inventory-context")
+    )
 
 
 def test_an_image_with_python_lists_dpkg_the_venv_and_its_env(probe_image: str) -> None:

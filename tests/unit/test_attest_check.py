@@ -228,3 +228,14 @@ def test_a_wrong_media_type_is_named() -> None:
     documents[fields.KIND_SBOM] = documents[fields.KIND_SBOM].replace(media_type="application/spdx+json")
     judgement = judge(A.SUBJECT, A.image_labels(), documents)
     assert "sbom media type" in failed(judgement)
+
+
+def test_a_candidate_without_the_smoke_label_agrees_with_its_attached_report() -> None:
+    """A CI builder's candidate, promoted registry-side, never gets the smoke label (promote by
+    digest does not relabel): `attest --attach --report` tied the report to its image id, and the
+    absent label contradicts nothing. A label that names another report still fails (above)."""
+    labels = {k: v for k, v in A.image_labels().items() if k != L.SMOKE_REPORT_DIGEST}
+    judgement = judge(A.SUBJECT, labels, plain(sbom=A.sbom()))
+    assert judgement.ok, [c.detail for c in judgement.failed]
+    check = next(c for c in judgement.checks if c.name == "label smoke report digest")
+    assert "none" in check.detail
