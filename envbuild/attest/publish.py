@@ -157,8 +157,15 @@ def _report_facts(path: str, labels: dict[str, str], image_id: str) -> tuple[dic
     document = _read_json(path, "--report")
     body = {key: value for key, value in document.items() if key != REPORT_DIGEST}
     digest = report_digest(body)
-    if digest == document.get(REPORT_DIGEST) and digest == labels.get(names.SMOKE_REPORT_DIGEST):
+    labelled = labels.get(names.SMOKE_REPORT_DIGEST)
+    if digest == document.get(REPORT_DIGEST) and digest == labelled:
         return dict(body.get("report") or {}), str(body.get("device") or ""), digest
+    if labelled:  # promoted with another report: documents naming this one would contradict its label
+        raise EnvbuildError(
+            f"--report {path} is not the smoke report this image was promoted with: its digest is "
+            f"{digest}, the image's {names.SMOKE_REPORT_DIGEST} label says {labelled}",
+            fix="pass the report file the image was promoted with (or its build's --record)",
+        )
     try:
         trusted = trusted_report(path, image_id)
     except PromoteError as exc:

@@ -339,5 +339,9 @@ def test_attach_from_the_registry_with_the_verify_report(built: dict, capsys, tm
         checked = json.loads(capsys.readouterr().out)
         assert code == 0 and checked["ok"] is True, [c for c in checked["checks"] if not c.get("ok", True)]
         assert {"lock digest", "label spec digest"} <= {c["name"] for c in checked["checks"]}
+        # the promoted image's label names its own report: this one would contradict it
+        promoted = f"{built['repository']}@{built['digest']}"
+        assert main(["attest", promoted, "--attach", "--report", str(report)]) == 1
+        assert "not the smoke report this image was promoted with" in capsys.readouterr().err
     finally:
         docker("rmi", f"{repository}:e2e", check=False)
