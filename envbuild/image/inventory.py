@@ -23,7 +23,6 @@ An image for another platform runs under QEMU, as `verify` runs it: the inventor
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import shlex
@@ -33,11 +32,11 @@ import uuid
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError
+from envbuild.image.containers import remove_container
 from envbuild.image.platforms import describe, platform_of, runnable
 from envbuild.oci.labels import ROLE
 
 INVENTORY_TIMEOUT_S = 300  # an emulated (QEMU) image's Python takes a while to start and import
-REMOVE_TIMEOUT_S = 30
 INSTALLED = "install ok installed"  # the dpkg Status of a package that is on disk and configured
 SECTIONS = ("dpkg", "python", "conda", "end")
 
@@ -347,30 +346,5 @@ def read_inventory(image: str, *, timeout: int = INVENTORY_TIMEOUT_S) -> Invento
                 fix="the image needs /bin/sh and cat (a distroless image cannot be listed)",
             )
     finally:
-        _remove(client, container, name, quiet=sys.exc_info()[1] is not None)
+        remove_container(client, container, name, quiet=sys.exc_info()[1] is not None, what="inventory")
     return parse_inventory(output, marker, env)
-
-
-def _remove(client: object, container: object, name: str, *, quiet: bool) -> None:
-    """Force-remove the container, by name when create was interrupted before returning it.
-
-    quiet: an exception is already on its way out, and a failed removal must not replace it.
-    """
-    import docker.errors
-    import requests
-
-    with contextlib.suppress(AttributeError):  # bounded, also when an interrupt is waiting on it
-        client.api.timeout = REMOVE_TIMEOUT_S  # type: ignore[attr-defined]
-    try:
-        if container is None:
-            container = client.containers.get(name)  # type: ignore[attr-defined]
-        container.remove(force=True)  # type: ignore[attr-defined]
-    except docker.errors.NotFound:
-        pass
-    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-        if quiet or "already in progress" in str(exc):
-            return
-        raise EnvbuildError(
-            f"could not remove the inventory container {name}: {exc}",
-            fix=f"remove it by hand: docker rm -f {name}",
-        ) from None

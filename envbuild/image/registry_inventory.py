@@ -34,7 +34,6 @@ of $CONDA_PREFIX, else $MAMBA_ROOT_PREFIX, else /opt/conda, as in the container.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import tempfile
@@ -193,28 +192,18 @@ def _platform_digest(ref: str, platform: str | None, docker_config: str | None) 
         ) from None
 
 
-def _json(body: bytes, what: str) -> dict:
-    try:
-        value = json.loads(body)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise EnvbuildError(f"{what} is not a JSON object", fix="check the image reference and the registry")
-    return value
-
-
 def read_registry_inventory(
     ref: str, *, docker_config: str | None = None, platform: str | None = None
 ) -> RegistryImage:
     """What the image `ref` ("registry/repo@sha256:...", a manifest or an index) holds, read from its
     registry (see the module docstring); `docker_config` is where the registry's credentials are."""
-    from envbuild.oci.registry import Repository, stream_layers
+    from envbuild.oci.registry import Repository, json_object, stream_layers
 
     parsed = parse_reference(ref)  # a malformed reference is a UsageError before any request
     digest = _platform_digest(ref, platform, docker_config)
     repository = Repository(ref, docker_config=docker_config)
     body, media_type, _ = repository.manifest(digest)
-    manifest = _json(body, f"the manifest {digest} of {repository.where}")
+    manifest = json_object(body, f"the manifest {digest} of {repository.where}")
     config_digest = (manifest.get("config") or {}).get("digest")
     if not isinstance(config_digest, str) or not DIGEST_RE.fullmatch(config_digest):
         raise EnvbuildError(
@@ -222,7 +211,9 @@ def read_registry_inventory(
             f"({media_type or 'no media type'})",
             fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
         )
-    config = _json(repository.blob(config_digest), f"the config blob {config_digest} of {repository.where}")
+    config = json_object(
+        repository.blob(config_digest), f"the config blob {config_digest} of {repository.where}"
+    )
     settings = config.get("config") or {}
     env = parse_env(settings.get("Env"))
     labels = settings.get("Labels") or {}

@@ -5,7 +5,7 @@ network), asks the Engine for every GPU when device is "gpu", runs
 `python /opt/envbuild/smoke.py --device D --steps N --precision P`, reads the JSON report from the
 last line of its stdout and checks it against smoke/schema.json. The container is always removed,
 in a `finally`, on success, failure, timeout and interrupt alike (Ctrl-C, SIGTERM, SIGHUP: the CLI
-turns all three into KeyboardInterrupt), within REMOVE_TIMEOUT_S.
+turns all three into KeyboardInterrupt), within image.containers.REMOVE_TIMEOUT_S.
 
 Errors the Engine reports when it cannot give the container a GPU are turned into messages that say
 what to fix (`explain_engine_error`). Nothing here prints: callers print.
@@ -28,6 +28,7 @@ from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
+from envbuild.image.containers import remove_container
 from envbuild.image.platforms import Runnable, describe, platform_of, runnable
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.platforms import accepted
@@ -37,7 +38,6 @@ from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, 
 from envbuild.smoke.report import gate_problems, parse_report, validate
 
 SMOKE_PATH = "/opt/envbuild/smoke.py"
-REMOVE_TIMEOUT_S = 30  # the longest the Engine may take to remove the smoke container
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
@@ -209,7 +209,14 @@ def verify_image(
         stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
         stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
     finally:
-        _remove(client, container, str(options["name"]), quiet=sys.exc_info()[1] is not None)
+        remove_container(
+            client,
+            container,
+            str(options["name"]),
+            quiet=sys.exc_info()[1] is not None,
+            what="smoke",
+            error=VerifyError,
+        )
 
     report = parse_report(stdout)
     if report is None:
@@ -275,31 +282,6 @@ def _how_it_runs(client: Any, image: str, device: str) -> tuple[str | None, Runn
             "--smoke-device cpu (emulated, slow)",
         )
     return platform, run
-
-
-def _remove(client: object, container: object, name: str, *, quiet: bool) -> None:
-    """Force-remove the smoke container; by name when create was interrupted before returning it.
-
-    quiet: an exception is already on its way out, and a failed removal must not replace it.
-    """
-    import docker.errors
-    import requests
-
-    with contextlib.suppress(AttributeError):  # bounded, also when an interrupt is waiting on it
-        client.api.timeout = REMOVE_TIMEOUT_S  # type: ignore[attr-defined]
-    try:
-        if container is None:
-            container = client.containers.get(name)  # type: ignore[attr-defined]
-        container.remove(force=True)  # type: ignore[attr-defined]
-    except docker.errors.NotFound:
-        pass
-    except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
-        if quiet or "already in progress" in str(exc):
-            return
-        raise VerifyError(
-            f"could not remove the smoke container {name}: {exc}",
-            fix=f"remove it by hand: docker rm -f {name}",
-        ) from None
 
 
 # --- the report file `verify --report` writes and `promote --report` reads ----------------------

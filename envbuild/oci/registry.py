@@ -92,7 +92,7 @@ def platform_manifest(
     parsed = parse_reference(ref)
     session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
     body, media_type, digest = _fetch_manifest(session, parsed.digest or parsed.tag)
-    manifest = _json_object(body, f"the manifest of {session.where}")
+    manifest = json_object(body, f"the manifest of {session.where}")
     if _is_index(manifest, media_type):
         entries = platform_entries(manifest)
         for name, entry in entries:
@@ -107,7 +107,7 @@ def platform_manifest(
         )
     config_digest = (manifest.get("config") or {}).get("digest")
     if isinstance(config_digest, str) and DIGEST_RE.fullmatch(config_digest):
-        config = _json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
+        config = json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
         os_name, architecture = config.get("os"), config.get("architecture")
         if isinstance(architecture, str) and architecture:
             have = f"{os_name or 'linux'}/{architecture}" + (
@@ -421,14 +421,14 @@ def image_platform(ref: str, *, docker_config: str | None = None, timeout: float
             "its pushes reported",
         )
     body, media_type, digest = _fetch_manifest(session, parsed.digest)
-    manifest = _json_object(body, f"the manifest {parsed.digest} of {session.where}")
+    manifest = json_object(body, f"the manifest {parsed.digest} of {session.where}")
     if _is_index(manifest, media_type):
         raise UsageError(
             f"{ref.strip()} is already an index (a multi-platform image), not one platform's image",
             fix="pass the digest of each platform's image manifest",
         )
     image_id, _ = _config(session, body, media_type)
-    config = _json_object(_get_blob(session, image_id), f"the config blob {image_id}")
+    config = json_object(_get_blob(session, image_id), f"the config blob {image_id}")
     labels = (config.get("config") or {}).get("Labels") or {}
     return ImagePlatform(
         digest=digest,
@@ -503,11 +503,11 @@ def stream_layers(
     parsed = parse_reference(ref)
     session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
     body, media_type, _ = _fetch_manifest(session, parsed.digest or parsed.tag)
-    manifest = _json_object(body, f"the manifest of {session.where}")
+    manifest = json_object(body, f"the manifest of {session.where}")
     if _is_index(manifest, media_type):
         entry = _platform_entry(manifest, session.where)
         body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
-        manifest = _json_object(body, f"the manifest {entry['digest']} of {session.where}")
+        manifest = json_object(body, f"the manifest {entry['digest']} of {session.where}")
     layers = manifest.get("layers")
     if not isinstance(layers, list):
         raise EnvbuildError(
@@ -799,7 +799,8 @@ def _get_blob(session: _Session, digest: str) -> bytes:
     return response.content
 
 
-def _json_object(body: bytes, what: str) -> dict:
+def json_object(body: bytes, what: str) -> dict:
+    """The JSON object a registry served as `what`; anything else is an EnvbuildError naming it."""
     try:
         value = json.loads(body)
     except ValueError:
@@ -834,18 +835,18 @@ def _config_labels(session: _Session, body: bytes, media_type: str) -> dict[str,
 
 def _config(session: _Session, body: bytes, media_type: str) -> tuple[str, dict[str, str]]:
     """(config digest, which is the image id Docker shows, and the config's labels)."""
-    manifest = _json_object(body, f"the manifest of {session.where}")
+    manifest = json_object(body, f"the manifest of {session.where}")
     if _is_index(manifest, media_type):
         entry = _platform_entry(manifest, session.where)
         body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
-        manifest = _json_object(body, f"the manifest {entry['digest']} of {session.where}")
+        manifest = json_object(body, f"the manifest {entry['digest']} of {session.where}")
     config_digest = (manifest.get("config") or {}).get("digest")
     if not isinstance(config_digest, str) or not DIGEST_RE.fullmatch(config_digest):
         raise EnvbuildError(
             f"the manifest of {session.where} names no sha256 config blob ({media_type or 'no media type'})",
             fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
         )
-    config = _json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
+    config = json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
     labels = (config.get("config") or {}).get("Labels") or {}
     return config_digest, ({str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {})
 
@@ -853,7 +854,7 @@ def _config(session: _Session, body: bytes, media_type: str) -> tuple[str, dict[
 def _copy_references(source: _Session, target: _Session, body: bytes, media_type: str) -> None:
     """Make what the manifest refers to present in the target repository of the same registry:
     blobs are mounted from the source repository, an index's manifests are put by digest."""
-    manifest = _json_object(body, f"the manifest of {source.where}")
+    manifest = json_object(body, f"the manifest of {source.where}")
     if _is_index(manifest, media_type):
         for entry in manifest.get("manifests") or []:
             child_digest = str(entry.get("digest", ""))
