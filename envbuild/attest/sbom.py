@@ -237,6 +237,9 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
                     name=label,
                     version=str(stack[key]),
                     bom_ref=f"envbuild:{role}",
+                    # the resolved stack's version (its matrix row, with its source), not a file read
+                    # from the image: the envbuild:audit: properties say what the libraries carry
+                    description=f"{label} of the resolved stack ({stack.get('variant') or 'matrix row'})",
                     properties=props((fields.P_COMPONENT_ROLE, role)),
                 )
             )
