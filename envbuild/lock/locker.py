@@ -26,6 +26,7 @@ from envbuild.render.plan import Plan, build_plan
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.spec.lockfile import (
     Lock,
+    LockedCondaPackage,
     LockedPackage,
     LockedTarget,
     canonical,
@@ -124,7 +125,12 @@ def lock_packages(
     return tuple(sorted(framework, key=lambda p: p.name)) + tuple(sorted(user, key=lambda p: p.name))
 
 
-def locked_target(plan: Plan, base_image: str, packages: tuple[LockedPackage, ...]) -> LockedTarget:
+def locked_target(
+    plan: Plan,
+    base_image: str,
+    packages: tuple[LockedPackage, ...],
+    conda: tuple[LockedCondaPackage, ...] = (),
+) -> LockedTarget:
     return LockedTarget(
         name=plan.target,
         platform=plan.platform,
@@ -134,6 +140,7 @@ def locked_target(plan: Plan, base_image: str, packages: tuple[LockedPackage, ..
         requirements=(*plan.framework_requirements, *plan.pip),
         stack=stack_facts(plan),
         packages=packages,
+        conda=conda,
     )
 
 

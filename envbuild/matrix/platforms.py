@@ -15,12 +15,13 @@ DEFAULT_PLATFORM = "linux/amd64"
 
 
 class Platform(Record):
-    __slots__ = ("name", "architecture", "machine", "uv_platform", "wheel_tags", "display")
+    __slots__ = ("name", "architecture", "machine", "uv_platform", "wheel_tags", "conda_subdir", "display")
     name: str  # OCI/Docker: linux/amd64
     architecture: str  # an image config's "architecture": amd64
     machine: str  # uname -m, PEP 508 platform_machine: x86_64
     uv_platform: str  # uv pip compile --python-platform: x86_64-manylinux_2_28
     wheel_tags: tuple[str, ...]  # pip download --platform, newest first (manylinux_2_28 is torch's floor)
+    conda_subdir: str  # the conda platform (subdir) of a channel: linux-64
     display: str  # what a person calls it
 
 
@@ -36,6 +37,7 @@ PLATFORMS: dict[str, Platform] = {
             "manylinux_2_17_x86_64",
             "manylinux2014_x86_64",
         ),
+        conda_subdir="linux-64",
         display="x86_64",
     ),
     "linux/arm64": Platform(
@@ -49,6 +51,7 @@ PLATFORMS: dict[str, Platform] = {
             "manylinux_2_17_aarch64",
             "manylinux2014_aarch64",
         ),
+        conda_subdir="linux-aarch64",
         display="arm64 (aarch64, SBSA)",
     ),
 }

@@ -33,8 +33,32 @@ class LockedPackage(Record):
     hashes: tuple[str, ...]
 
 
+class LockedCondaPackage(Record):
+    """One package of a conda target's solved conda layer: exactly what micromamba installs (its URL,
+    checked against its sha256), and where it came from."""
+
+    __slots__ = ("name", "version", "build", "channel", "subdir", "url", "sha256")
+    name: str
+    version: str
+    build: str  # the build string, e.g. cuda126_py311_h8b5f2b4_300
+    channel: str  # the channel URL as solved (a mirror's, when the spec names one)
+    subdir: str  # linux-64 | linux-aarch64 | noarch
+    url: str  # the package file
+    sha256: str  # "sha256:<64 hex>" of the package file
+
+
 class LockedTarget(Record):
-    __slots__ = ("name", "platform", "strategy", "python", "base_image", "requirements", "stack", "packages")
+    __slots__ = (
+        "name",
+        "platform",
+        "strategy",
+        "python",
+        "base_image",
+        "requirements",
+        "stack",
+        "packages",
+        "conda",
+    )
     name: str
     # canonical (matrix.platforms); a target built for several platforms has one entry per platform,
     # each with that platform's wheels, hashes and base-image manifest digest
@@ -45,6 +69,9 @@ class LockedTarget(Record):
     requirements: tuple[str, ...]  # what was resolved: framework requirement(s), then the spec's pip
     stack: tuple[tuple[str, str], ...]
     packages: tuple[LockedPackage, ...]
+    # strategy "conda" only: the solved conda layer (framework, cuda-version, Python, the spec's conda
+    # packages and what they need), by name; () for the other strategies
+    conda: tuple[LockedCondaPackage, ...]
 
 
 class Lock(Record):
@@ -118,6 +145,18 @@ def body_text(lock: Lock) -> str:
             ]
             out += [f"    {toml_string(h)}," for h in package.hashes]
             out.append("]")
+        for package in target.conda:  # after the pip packages: pip-only locks keep their bytes
+            out += [
+                "",
+                "[[target.conda]]",
+                f"name = {toml_string(package.name)}",
+                f"version = {toml_string(package.version)}",
+                f"build = {toml_string(package.build)}",
+                f"channel = {toml_string(package.channel)}",
+                f"subdir = {toml_string(package.subdir)}",
+                f"url = {toml_string(package.url)}",
+                f"sha256 = {toml_string(package.sha256)}",
+            ]
     return "\n".join(out) + "\n"
 
 

@@ -19,7 +19,14 @@ from envbuild.matrix.model import STRATEGIES
 from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
 from envbuild.oci.reference import parse_reference
 from envbuild.spec import validate
-from envbuild.spec.lockfile import LOCK_VERSION, Lock, LockedPackage, LockedTarget, body_text
+from envbuild.spec.lockfile import (
+    LOCK_VERSION,
+    Lock,
+    LockedCondaPackage,
+    LockedPackage,
+    LockedTarget,
+    body_text,
+)
 from envbuild.spec.lockseal import DIGEST_PREFIX, HMAC_PREFIX, content_digest
 
 TOP_KEYS = (
@@ -31,8 +38,20 @@ TOP_KEYS = (
     "matrix-digest",
     "target",
 )
-TARGET_KEYS = ("name", "strategy", "python", "base-image", "requirements", "stack", "package", "platform")
+TARGET_KEYS = (
+    "name",
+    "strategy",
+    "python",
+    "base-image",
+    "requirements",
+    "stack",
+    "package",
+    "platform",
+    "conda",
+)
 PACKAGE_KEYS = ("name", "version", "layer", "index", "hashes")
+CONDA_KEYS = ("name", "version", "build", "channel", "subdir", "url", "sha256")
+CONDA_SUBDIRS = ("linux-64", "linux-aarch64", "noarch")
 LAYERS = ("framework", "user")
 # the stack facts a lock records (envbuild.lock.locker writes them from the plan's stack document)
 STACK_KEYS = (
@@ -136,9 +155,37 @@ def _package(where: str, raw: Any) -> LockedPackage:
     )
 
 
+_CONDA_NAME_RE = re.compile(r"[a-z0-9_][a-z0-9_.-]*", re.ASCII)
+_CONDA_VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_]{0,63}", re.ASCII)
+_CONDA_BUILD_RE = re.compile(r"[A-Za-z0-9_.]{1,128}", re.ASCII)
+
+
+def _conda_package(where: str, raw: Any) -> LockedCondaPackage:
+    table = _keys(where, raw, CONDA_KEYS, CONDA_KEYS)
+    name = _text(f"{where} name", table["name"], pattern=_CONDA_NAME_RE, what="a conda package name")
+    where = f"{where} ({name})"
+    subdir = _text(f"{where} subdir", table["subdir"])
+    if subdir not in CONDA_SUBDIRS:
+        raise ValueError(f"{where} subdir = {subdir!r} is not one of {', '.join(CONDA_SUBDIRS)}")
+    url = _text(f"{where} url", table["url"], validate.url)
+    if not url.endswith((".conda", ".tar.bz2")) or f"/{subdir}/" not in url:
+        raise ValueError(f"{where} url = {url!r} is not a {subdir} package file (.conda or .tar.bz2)")
+    return LockedCondaPackage(
+        name=name,
+        version=_text(
+            f"{where} version", table["version"], pattern=_CONDA_VERSION_RE, what="a conda version"
+        ),
+        build=_text(f"{where} build", table["build"], pattern=_CONDA_BUILD_RE, what="a conda build string"),
+        channel=_text(f"{where} channel", table["channel"], validate.url),
+        subdir=subdir,
+        url=url,
+        sha256=_text(f"{where} sha256", table["sha256"], pattern=_HASH_RE, what="sha256:<64 hex>"),
+    )
+
+
 def _target(index: int, raw: Any) -> LockedTarget:
     where = f"[[target]] #{index + 1}"
-    table = _keys(where, raw, TARGET_KEYS, TARGET_KEYS[:-2])
+    table = _keys(where, raw, TARGET_KEYS, TARGET_KEYS[:-3])
     name = _text(f"{where} name", table["name"], validate.target_name)
     where = f"target {name!r}"
     strategy = _text(f"{where} strategy", table["strategy"])
@@ -164,6 +211,14 @@ def _target(index: int, raw: Any) -> LockedTarget:
     order = [(LAYERS.index(p.layer), p.name) for p in packages]
     if order != sorted(set(order)) or len({p.name for p in packages}) != len(packages):
         raise ValueError(f"{where} packages are not each listed once, framework layer first, by name")
+    conda = tuple(
+        _conda_package(f"{where} conda #{i + 1}", p)
+        for i, p in enumerate(_strings(f"{where} conda", table.get("conda", [])))
+    )
+    if [p.name for p in conda] != sorted({p.name for p in conda}):
+        raise ValueError(f"{where} conda packages are not each listed once, by name")
+    if conda and strategy != "conda":
+        raise ValueError(f"{where} has conda packages, but its strategy is {strategy!r}")
     platform = _text(f"{where} platform", table.get("platform", DEFAULT_PLATFORM))
     if platform not in PLATFORMS:  # written canonical by envbuild: an alias here is a hand edit
         raise ValueError(f"{where} platform is {platform!r}; accepted: {', '.join(PLATFORMS)}")
@@ -179,6 +234,7 @@ def _target(index: int, raw: Any) -> LockedTarget:
         ),
         stack=tuple(sorted(stack)),
         packages=packages,
+        conda=conda,
     )
 
 

@@ -47,7 +47,15 @@ STACK_KEYS = (
 PYTHON_SOURCES = ("system", "deadsnakes")
 TABLE_KEYS = {
     "stack": STACK_KEYS,
-    "packages": ("pip", "apt", "conda", "index-url", "extra-index-urls", "framework-index-url"),
+    "packages": (
+        "pip",
+        "apt",
+        "conda",
+        "conda-channels",
+        "index-url",
+        "extra-index-urls",
+        "framework-index-url",
+    ),
     "image": ("repository", "tags", "user", "labels", "env", "devel", "installer"),
     "smoke": ("device", "steps", "precision", "timeout"),
     "target": ("name", *STACK_KEYS),
@@ -81,11 +89,25 @@ class StackSpec(Record):
     platforms: tuple[str, ...]
 
 
+DEFAULT_CONDA_CHANNELS = ("conda-forge",)
+
+
 class Packages(Record):
-    __slots__ = ("pip", "apt", "conda", "index_url", "extra_index_urls", "framework_index_url")
+    __slots__ = (
+        "pip",
+        "apt",
+        "conda",
+        "conda_channels",
+        "index_url",
+        "extra_index_urls",
+        "framework_index_url",
+    )
     pip: tuple[str, ...]
     apt: tuple[str, ...]
     conda: tuple[str, ...]
+    # names (anaconda.org) or URLs (a channel, or a team's mirror of one), highest priority first; the
+    # conda strategy's solve reads them (default DEFAULT_CONDA_CHANNELS)
+    conda_channels: tuple[str, ...]
     index_url: str | None
     extra_index_urls: tuple[str, ...]
     framework_index_url: str | None  # a mirror of the variant's index (download.pytorch.org/whl/cuXYZ)
@@ -439,6 +461,10 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         ),
         apt=reader.attempt(lambda: reader.strings(where, packages_table, "apt", validate.apt_package), ()),
         conda=reader.attempt(lambda: reader.strings(where, packages_table, "conda", validate.conda_spec), ()),
+        conda_channels=reader.attempt(
+            lambda: reader.strings(where, packages_table, "conda-channels", validate.conda_channel), ()
+        )
+        or DEFAULT_CONDA_CHANNELS,
         index_url=reader.attempt(
             lambda: reader.text(where, packages_table, "index-url", check=validate.url), None
         ),

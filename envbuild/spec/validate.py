@@ -112,6 +112,21 @@ def conda_spec(value: str) -> str:
     return value.strip(" ")
 
 
+_CHANNEL_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]*")
+
+
+def conda_channel(value: str) -> str:
+    """A conda channel: a name on anaconda.org (conda-forge, nvidia) or the URL of a channel or a
+    mirror of one (https://conda.example.com/conda-forge), without credentials."""
+    reject_metacharacters(value)
+    if _CHANNEL_NAME_RE.fullmatch(value) or _URL_RE.fullmatch(value):
+        return value.rstrip("/") if "://" in value else value
+    raise ValueError(
+        "is not a conda channel; accepted: a channel name ('conda-forge') or the http(s) URL of a channel "
+        "or its mirror ('https://conda.example.com/conda-forge')"
+    )
+
+
 def url(value: str) -> str:
     reject_metacharacters(value)
     if not _URL_RE.fullmatch(value):

@@ -26,6 +26,7 @@ def _target(*packages: LockedPackage) -> LockedTarget:
         requirements=("six==1.16.0",),
         stack=(),
         packages=packages,
+        conda=(),
     )
 
 

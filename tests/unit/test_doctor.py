@@ -59,6 +59,7 @@ def write_cuda_lock(
                 hashes=("sha256:" + "c" * 64,),
             ),
         ),
+        conda=(),
     )
     write_lock(
         str(path), Lock(envbuild=__version__, spec_digest="d" * 64, matrix_digest="e" * 64, targets=(target,))

@@ -66,6 +66,7 @@ def locked(version: str) -> LockedTarget:
             package("triton", "3.6.0"),
             package("six", "1.16.0", "user"),
         ),
+        conda=(),
     )
 
 
