@@ -57,8 +57,8 @@ def cache_dir() -> str | None:
     return os.path.join(base, "envbuild", "conda")
 
 
-def solve_conda(request: CondaRequest) -> tuple[LockedCondaPackage, ...]:
-    """Every package of the solved environment, by name. An unsatisfiable request is a NoStackError
+def solve_conda(request: CondaRequest, *, layer: str = "framework") -> tuple[LockedCondaPackage, ...]:
+    """Every package of the solved environment, by name, each marked `layer`. An unsatisfiable request is a NoStackError
     (exit 3) naming the conflict; an unreachable or broken channel a LockError naming its URL."""
     import asyncio
 
@@ -92,15 +92,16 @@ def solve_conda(request: CondaRequest) -> tuple[LockedCondaPackage, ...]:
         records = asyncio.run(solve())
     except Exception as exc:  # rattler's exceptions live in its private modules
         raise _explain(exc, request) from None
-    return tuple(sorted((_locked(record) for record in records), key=lambda p: p.name))
+    return tuple(sorted((_locked(record, layer) for record in records), key=lambda p: p.name))
 
 
-def _locked(record: object) -> LockedCondaPackage:
+def _locked(record: object, layer: str) -> LockedCondaPackage:
     sha256 = record.sha256  # type: ignore[attr-defined]
     return LockedCondaPackage(
         name=record.name.normalized,  # type: ignore[attr-defined]
         version=str(record.version),  # type: ignore[attr-defined]
         build=str(record.build),  # type: ignore[attr-defined]
+        layer=layer,
         channel=str(record.channel).rstrip("/"),  # type: ignore[attr-defined]
         subdir=str(record.subdir),  # type: ignore[attr-defined]
         url=str(record.url),  # type: ignore[attr-defined]

@@ -37,10 +37,13 @@ class LockedCondaPackage(Record):
     """One package of a conda target's solved conda layer: exactly what micromamba installs (its URL,
     checked against its sha256), and where it came from."""
 
-    __slots__ = ("name", "version", "build", "channel", "subdir", "url", "sha256")
+    __slots__ = ("name", "version", "build", "layer", "channel", "subdir", "url", "sha256")
     name: str
     version: str
     build: str  # the build string, e.g. cuda126_py311_h8b5f2b4_300
+    # framework: Python, cuda-version, the framework and what they need (one image layer); user: what
+    # the spec's [packages] conda adds on top, solved with the framework layer held (the next layer)
+    layer: str
     channel: str  # the channel URL as solved (a mirror's, when the spec names one)
     subdir: str  # linux-64 | linux-aarch64 | noarch
     url: str  # the package file
@@ -69,8 +72,8 @@ class LockedTarget(Record):
     requirements: tuple[str, ...]  # what was resolved: framework requirement(s), then the spec's pip
     stack: tuple[tuple[str, str], ...]
     packages: tuple[LockedPackage, ...]
-    # strategy "conda" only: the solved conda layer (framework, cuda-version, Python, the spec's conda
-    # packages and what they need), by name; () for the other strategies
+    # strategy "conda" only: the solved conda packages (framework layer first, then user, each by
+    # name); () for the other strategies
     conda: tuple[LockedCondaPackage, ...]
 
 
@@ -152,6 +155,7 @@ def body_text(lock: Lock) -> str:
                 f"name = {toml_string(package.name)}",
                 f"version = {toml_string(package.version)}",
                 f"build = {toml_string(package.build)}",
+                f"layer = {toml_string(package.layer)}",
                 f"channel = {toml_string(package.channel)}",
                 f"subdir = {toml_string(package.subdir)}",
                 f"url = {toml_string(package.url)}",

@@ -50,7 +50,7 @@ TARGET_KEYS = (
     "conda",
 )
 PACKAGE_KEYS = ("name", "version", "layer", "index", "hashes")
-CONDA_KEYS = ("name", "version", "build", "channel", "subdir", "url", "sha256")
+CONDA_KEYS = ("name", "version", "build", "layer", "channel", "subdir", "url", "sha256")
 CONDA_SUBDIRS = ("linux-64", "linux-aarch64", "noarch")
 LAYERS = ("framework", "user")
 # the stack facts a lock records (envbuild.lock.locker writes them from the plan's stack document)
@@ -167,6 +167,9 @@ def _conda_package(where: str, raw: Any) -> LockedCondaPackage:
     subdir = _text(f"{where} subdir", table["subdir"])
     if subdir not in CONDA_SUBDIRS:
         raise ValueError(f"{where} subdir = {subdir!r} is not one of {', '.join(CONDA_SUBDIRS)}")
+    layer = _text(f"{where} layer", table["layer"])
+    if layer not in LAYERS:
+        raise ValueError(f"{where} layer = {layer!r} is not one of {', '.join(LAYERS)}")
     url = _text(f"{where} url", table["url"], validate.url)
     if not url.endswith((".conda", ".tar.bz2")) or f"/{subdir}/" not in url:
         raise ValueError(f"{where} url = {url!r} is not a {subdir} package file (.conda or .tar.bz2)")
@@ -176,6 +179,7 @@ def _conda_package(where: str, raw: Any) -> LockedCondaPackage:
             f"{where} version", table["version"], pattern=_CONDA_VERSION_RE, what="a conda version"
         ),
         build=_text(f"{where} build", table["build"], pattern=_CONDA_BUILD_RE, what="a conda build string"),
+        layer=layer,
         channel=_text(f"{where} channel", table["channel"], validate.url),
         subdir=subdir,
         url=url,
@@ -215,8 +219,9 @@ def _target(index: int, raw: Any) -> LockedTarget:
         _conda_package(f"{where} conda #{i + 1}", p)
         for i, p in enumerate(_strings(f"{where} conda", table.get("conda", [])))
     )
-    if [p.name for p in conda] != sorted({p.name for p in conda}):
-        raise ValueError(f"{where} conda packages are not each listed once, by name")
+    order = [(LAYERS.index(p.layer), p.name) for p in conda]
+    if order != sorted(set(order)) or len({p.name for p in conda}) != len(conda):
+        raise ValueError(f"{where} conda packages are not each listed once, framework layer first, by name")
     if conda and strategy != "conda":
         raise ValueError(f"{where} has conda packages, but its strategy is {strategy!r}")
     platform = _text(f"{where} platform", table.get("platform", DEFAULT_PLATFORM))
