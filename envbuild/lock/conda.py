@@ -58,8 +58,9 @@ def cache_dir() -> str | None:
 
 
 def solve_conda(request: CondaRequest, *, layer: str = "framework") -> tuple[LockedCondaPackage, ...]:
-    """Every package of the solved environment, by name, each marked `layer`. An unsatisfiable request is a NoStackError
-    (exit 3) naming the conflict; an unreachable or broken channel a LockError naming its URL."""
+    """Every package of the solved environment, by name, each marked `layer`. An unsatisfiable
+    request is a NoStackError (exit 3) naming the conflict; an unreachable or broken channel a
+    LockError naming its URL."""
     import asyncio
 
     import rattler
