@@ -17,6 +17,7 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.templates import environment
 from envbuild.errors import LockError, UsageError
 from envbuild.matrix.platforms import short
+from envbuild.render.explicit import FILES as CONDA_FILES
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
 from envbuild.resolve.platform_choice import target_platforms
@@ -92,8 +93,13 @@ def render_files(plan: Plan) -> dict[str, bytes]:
     if plan.cuda_lines:
         files["requirements-cuda.txt"] = plan.cuda_lines
     if plan.strategy == "conda":
-        files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
         del files["requirements-framework.txt"]
+    if plan.conda_framework_lines:  # the lock's conda layer, installed as it is (render.explicit)
+        files[CONDA_FILES["framework"]] = plan.conda_framework_lines
+        if plan.conda_user_lines:
+            files[CONDA_FILES["user"]] = plan.conda_user_lines
+    elif plan.strategy == "conda":  # no conda layer locked: micromamba solves this at build time
+        files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
     encoded = {name: text.encode() for name, text in files.items()}
     encoded.update(program_files(plan.stack.framework.name))  # smoke.py and smoke_common.py
     return encoded
@@ -114,6 +120,7 @@ CONTEXT_NAMES = frozenset(
         "requirements.txt",
         "constraints.txt",
         "environment.yml",
+        *CONDA_FILES.values(),
         "stack.json",
         "smoke.py",
         "smoke_common.py",

@@ -15,11 +15,13 @@ from envbuild.errors import LockError, NoStackError, UsageError
 from envbuild.matrix.cuda_tags import cuda_tag
 from envbuild.matrix.model import Image as CudaImage
 from envbuild.matrix.model import Matrix, OperatingSystem
+from envbuild.matrix.platforms import PLATFORMS
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
 from envbuild.render.coherence import check_framework_pins, check_python_source
 from envbuild.render.cudalayer import is_cuda_package
+from envbuild.render.explicit import explicit_file
 from envbuild.resolve.needs import brings_own_libraries
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.platform_choice import target_platforms
@@ -74,6 +76,8 @@ class Plan(Record):
         "buildkit",
         "installer",
         "cuda_lines",
+        "conda_framework_lines",
+        "conda_user_lines",
     )
     target: str
     platform: str  # canonical (matrix.platforms): what the image is built, locked and verified for
@@ -109,6 +113,10 @@ class Plan(Record):
     buildkit: bool  # the Dockerfile may use RUN --mount (else it renders for the classic builder)
     installer: str  # uv | pip: what the Dockerfile installs with (installer_for)
     cuda_lines: str  # requirements-cuda.txt: the lock's CUDA wheels, their own layer ("" for none)
+    # conda-framework.txt / conda-user.txt: the lock's conda layer as micromamba explicit files
+    # (render.explicit); "" when the lock has none, and then the conda strategy solves at build time
+    conda_framework_lines: str
+    conda_user_lines: str
 
 
 def _resolve_target(
@@ -311,7 +319,25 @@ def build_plan(
         buildkit=buildkit,
         installer=installer_for(spec.image.installer, strategy, buildkit),
         cuda_lines=requirement_lines(cuda_packages, "framework"),
+        **_conda_lines(lock, platform, target.name),
     )
+
+
+def _conda_lines(lock: LockedTarget | None, platform: str, target: str) -> dict[str, str]:
+    """The lock's conda layer as the two explicit files; a conda layer without its framework part
+    cannot be installed in order, so it is refused rather than half used."""
+    conda = lock.conda if lock is not None else ()
+    subdir = PLATFORMS[platform].conda_subdir
+    lines = {
+        f"conda_{layer}_lines": explicit_file(conda, layer, target=target, subdir=subdir)
+        for layer in ("framework", "user")
+    }
+    if conda and not lines["conda_framework_lines"]:
+        raise LockError(
+            f"envbuild.lock target {target!r}: the conda layer has user packages but no framework layer",
+            fix="run `envbuild lock` and commit envbuild.lock",
+        )
+    return lines
 
 
 def installer_for(wanted: str, strategy: str, buildkit: bool) -> str:
