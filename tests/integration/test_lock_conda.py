@@ -19,7 +19,7 @@ from envbuild.matrix.load import load_matrix
 from envbuild.render.plan import build_plan
 from envbuild.spec.lockread import load_lock
 from envbuild.spec.model import load_spec
-from tests.helpers.locking import run_lock
+from tests.helpers.locking import forge, run_lock
 
 BASE = "mambaorg/micromamba:2.6.1@sha256:" + "b" * 64
 
@@ -236,3 +236,23 @@ def test_conda_channels_without_a_conda_target_is_a_usage_error(capsys, tmp_path
     assert code == 2
     assert "[packages] conda-channels" in err and 'no target uses strategy = "conda"' in err
     assert "fix:" in err
+
+
+def test_check_catches_a_forged_conda_hash_with_the_digest_recomputed(capsys, tmp_path: Path, channel) -> None:
+    directory = project(tmp_path, spec_text(channel.url))
+    assert run_lock(capsys, directory, "--base-image", BASE)[0] == 0
+    locked, _ = load_lock(str(directory / "envbuild.lock"))
+    (target,) = locked.targets
+    forged_sha = "sha256:" + "f" * 64
+    conda = tuple(p.replace(sha256=forged_sha) if p.name == "jaxlib" else p for p in target.conda)
+    (directory / "envbuild.lock").write_text(forge(locked.replace(targets=(target.replace(conda=conda),))))
+    code, out, err = run_lock(capsys, directory, "--check", "--base-image", BASE)
+    assert code == 1
+    real = conda_of_unsealed(directory, "jaxlib")
+    assert f"conda package jaxlib: sha256 {forged_sha} -> " in out + err
+    assert real == forged_sha  # the lock on disk is the forgery: the check named it, changed nothing
+
+
+def conda_of_unsealed(directory: Path, name: str) -> str:
+    locked, _ = load_lock(str(directory / "envbuild.lock"))
+    return next(p.sha256 for p in locked.targets[0].conda if p.name == name)
