@@ -238,7 +238,9 @@ def test_conda_channels_without_a_conda_target_is_a_usage_error(capsys, tmp_path
     assert "fix:" in err
 
 
-def test_check_catches_a_forged_conda_hash_with_the_digest_recomputed(capsys, tmp_path: Path, channel) -> None:
+def test_check_catches_a_forged_conda_hash_with_the_digest_recomputed(
+    capsys, tmp_path: Path, channel
+) -> None:
     directory = project(tmp_path, spec_text(channel.url))
     assert run_lock(capsys, directory, "--base-image", BASE)[0] == 0
     locked, _ = load_lock(str(directory / "envbuild.lock"))
