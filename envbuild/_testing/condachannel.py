@@ -20,8 +20,10 @@ import asyncio
 import hashlib
 import io
 import json
+import os
 import tarfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from functools import partial
@@ -38,6 +40,7 @@ class CondaChannel:
         for subdir in ("linux-64", "linux-aarch64", "noarch"):
             (self.root / subdir).mkdir(parents=True, exist_ok=True)
         self.requests: Counter[str] = Counter()
+        self._stamp = 0  # the last repodata mtime index() set, in whole seconds
         self._server: ThreadingHTTPServer | None = None
 
     def add(
@@ -90,7 +93,9 @@ class CondaChannel:
         return path
 
     def index(self) -> None:
-        """repodata.json for every subdir (plain JSON only: no .zst, no shards)."""
+        """repodata.json for every subdir (plain JSON only: no .zst, no shards). Each call's files
+        are a second newer than the last call's: HTTP's Last-Modified counts whole seconds, so a
+        client revalidating its cache (If-Modified-Since) sees a channel changed within a second."""
         import rattler.index
 
         asyncio.run(rattler.index.index_fs(self.root, write_zst=False, write_shards=False, force=True))
@@ -99,6 +104,9 @@ class CondaChannel:
             if not repodata.exists():  # an empty subdir still answers, as a real channel's does
                 empty = {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {}}
                 repodata.write_text(json.dumps(empty))
+        self._stamp = max(self._stamp + 1, int(time.time()))
+        for subdir in ("linux-64", "linux-aarch64", "noarch"):
+            os.utime(self.root / subdir / "repodata.json", (self._stamp, self._stamp))
 
     def start(self) -> CondaChannel:
         channel = self
@@ -156,4 +164,41 @@ def gpu_channel(directory: Path) -> CondaChannel:
     channel.add("lib", "2.0", "pyh0_0", subdir="noarch")
     channel.add("lib", "1.0", "pyh0_0", subdir="noarch")
     channel.index()
+    return channel
+
+
+def stack_channel(
+    directory: Path,
+    conda_framework: Sequence[str],
+    *,
+    python: str,
+    cudas: Sequence[str] = ("12.9", "13.0"),
+) -> CondaChannel:
+    """A channel that holds what a conda-strategy plan asks for, so a real spec locks against it:
+    `conda_framework` as the plan gives it (`("jax=0.12.0.1", "jaxlib=0.12.0.1=cuda13*")`), the last
+    spec's package built once per CUDA major of `cudas` (`cuda12_py312_0`, constrained on
+    cuda-version and __cuda like conda-forge's), the others noarch and depending on it; a `python`
+    X.Y.0 for `python`, `pip`, a cuda-version per entry of `cudas`, and the user package `app`
+    (needs lib >=2) with `lib` 1.0 and 2.0. Not indexed: add to it, then call `index()`."""
+    channel = CondaChannel(directory)
+    py = python.replace(".", "")
+    channel.add("python", f"{python}.0", "h0_0_cpython")
+    channel.add("pip", "25.0", "pyh0_0", [f"python >={python}"], subdir="noarch")
+    for cuda in cudas:
+        major = int(cuda.split(".")[0])
+        channel.add("cuda-version", cuda, "h0_0", constrains=[f"__cuda >={major}", f"cudatoolkit {major}.*"])
+    *others, gpu = [spec.split("=") for spec in conda_framework]
+    version = gpu[1]
+    for major in sorted({cuda.split(".")[0] for cuda in cudas}):
+        channel.add(
+            gpu[0],
+            version,
+            f"cuda{major}_py{py}_0",
+            [f"python >={python},<{python}.999", f"cuda-version >={major},<{int(major) + 1}", "__cuda"],
+        )
+    for name, *_ in others:
+        channel.add(name, version, "pyh0_0", [f"{gpu[0]} =={version}", f"python >={python}"], subdir="noarch")
+    channel.add("app", "1.0", "h0_0", ["lib >=2"])
+    channel.add("lib", "2.0", "pyh0_0", subdir="noarch")
+    channel.add("lib", "1.0", "pyh0_0", subdir="noarch")
     return channel

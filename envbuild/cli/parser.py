@@ -622,8 +622,9 @@ COMMANDS: tuple[Command, ...] = (
         "write envbuild.lock: exact versions, sha256 hashes, base image digests",
         _lock,
         description="Resolve every target's Python closure for linux x86_64 with uv (framework from its "
-        "variant's index, the rest from the spec's), pin base images by digest through the registry API, and "
-        "write envbuild.lock next to the spec. --check: exit 1 when the lock no longer matches.",
+        "variant's index, the rest from the spec's), solve conda targets' conda packages with rattler, pin "
+        "base images by digest through the registry API, and write envbuild.lock next to the spec. "
+        "--check: exit 1 when the lock no longer matches.",
     ),
     Command(
         "render",

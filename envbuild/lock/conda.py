@@ -57,10 +57,13 @@ def cache_dir() -> str | None:
     return os.path.join(base, "envbuild", "conda")
 
 
-def solve_conda(request: CondaRequest, *, layer: str = "framework") -> tuple[LockedCondaPackage, ...]:
-    """Every package of the solved environment, by name, each marked `layer`. An unsatisfiable
-    request is a NoStackError (exit 3) naming the conflict; an unreachable or broken channel a
-    LockError naming its URL."""
+def solve_conda(
+    request: CondaRequest, *, layer: str = "framework", constraints: tuple[str, ...] = ()
+) -> tuple[LockedCondaPackage, ...]:
+    """Every package of the solved environment, by name, each marked `layer`. `constraints` bind a
+    package only if the environment has it (a relock's previous pins: they keep versions without
+    pulling in a package the spec no longer needs). An unsatisfiable request is a NoStackError
+    (exit 3) naming the conflict; an unreachable or broken channel a LockError naming its URL."""
     import asyncio
 
     import rattler
@@ -87,6 +90,7 @@ def solve_conda(request: CondaRequest, *, layer: str = "framework") -> tuple[Loc
             gateway=gateway,
             platforms=[request.subdir, "noarch"],
             virtual_packages=virtual,
+            constraints=[rattler.MatchSpec(spec) for spec in constraints] or None,
         )
 
     try:

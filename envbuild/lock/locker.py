@@ -18,6 +18,7 @@ import os
 from envbuild import __version__
 from envbuild._util.progress import SILENT, Progress
 from envbuild.errors import EnvbuildError, LockError, UsageError
+from envbuild.lock.condalayer import conda_changes, conda_drift, conda_package_drift, lock_conda, spec_name
 from envbuild.lock.uv import compile_layer
 from envbuild.matrix.model import Matrix
 from envbuild.oci.registry import PlatformMissing, pinned
@@ -170,6 +171,14 @@ def lock_target(
         progress=progress,
         platforms=platforms,
     )
+    conda = lock_conda(
+        plan,
+        spec.packages.conda_channels,
+        keep=previous.conda if previous and not upgrade else (),
+        upgrade_packages=upgrade_packages,
+        progress=progress,
+        where=f"target {where}",
+    )
     step = progress.begin(f"target {where}: locked", f"pinning the base image of target {where}")
     try:
         base = pinned(plan.base_image, platform=plan.platform)
@@ -179,7 +188,7 @@ def lock_target(
             fix=f"{exc.fix} (--base-image, or the target's base-image in the spec)",
         ) from None
     step.done(f"{_counted(packages)}, base {_short(base)}")
-    return locked_target(plan, base, packages)
+    return locked_target(plan, base, packages, conda)
 
 
 def _short(image: str) -> str:
@@ -316,14 +325,17 @@ def up_to_date(
 
 
 def _lock_names(lock: Lock) -> set[str]:
-    return {p.name for t in lock.targets for p in t.packages}
+    return {p.name for t in lock.targets for p in t.packages} | {
+        canonical(p.name) for t in lock.targets for p in t.conda
+    }
 
 
 def _direct_names(spec: Spec) -> set[str]:
-    """The canonical names the spec itself asks for: its pip requirements and each target's framework."""
+    """The canonical names the spec itself asks for: its pip requirements, each target's framework,
+    and its conda packages."""
     from packaging.requirements import InvalidRequirement, Requirement
 
-    names = set()
+    names = {canonical(spec_name(text)) for text in spec.packages.conda}
     for text in (*spec.packages.pip, *(t.stack.framework for t in spec.targets)):
         try:
             names.add(canonical(Requirement(text).name))
@@ -487,10 +499,18 @@ def check_lock(
                 problems.append(problem("unresolvable", message, target=target.name, platform=platform))
                 continue
             drift = drift_problems(locked, plan, platforms)
+            drift += conda_drift(locked, plan, spec.packages.conda_channels, platforms)
             problems += drift
             if not offline and not drift:
                 packages = lock_packages(plan, keep=locked.packages, progress=progress, platforms=platforms)
-                relocked.append(locked_target(plan, locked.base_image, packages))
+                conda = lock_conda(
+                    plan,
+                    spec.packages.conda_channels,
+                    keep=locked.conda,
+                    progress=progress,
+                    where=f"target {target.name}" + platform_suffix(platform, platforms),
+                )
+                relocked.append(locked_target(plan, locked.base_image, packages, conda))
                 label = target.name + platform_suffix(platform, platforms)
                 progress.begin(f"target {label}: re-resolved").done(_counted(packages))
     if not offline and not problems:
@@ -500,7 +520,8 @@ def check_lock(
 
 def _package_drift(lock: Lock, relocked: Lock) -> list[Problem]:
     """Per target and package, what re-resolution changed: a package added or removed, or its
-    version, hashes, index or layer."""
+    version, hashes, index or layer; for a conda target's conda packages, also build, url, sha256
+    and channel."""
     found = []
     for now_target in relocked.targets:
         was_target = lock.target(now_target.name, now_target.platform)
@@ -509,6 +530,7 @@ def _package_drift(lock: Lock, relocked: Lock) -> list[Problem]:
         was = {p.name: p for p in was_target.packages}
         now = {p.name: p for p in now_target.packages}
         suffix = platform_suffix(now_target.platform, relocked.platforms(now_target.name))
+        found += conda_package_drift(was_target, now_target, suffix)
         for name in sorted(set(was) | set(now)):
             old, new = was.get(name), now.get(name)
             where = f"target {now_target.name!r}{suffix}: package {name}"
@@ -575,7 +597,8 @@ def relock_summary(old: Lock | None, new: Lock) -> list[str]:
         before = old.target(target.name, target.platform) if old else None
         name = target.name + platform_suffix(target.platform, new.platforms(target.name))
         if before is None:
-            lines.append(f"{name}: locked {len(target.packages)} packages, base {target.base_image}")
+            conda = f", {len(target.conda)} conda packages" if target.conda else ""
+            lines.append(f"{name}: locked {len(target.packages)} packages{conda}, base {target.base_image}")
             continue
         was = {p.name: p.version for p in before.packages}
         now = {p.name: p.version for p in target.packages}
@@ -584,6 +607,11 @@ def relock_summary(old: Lock | None, new: Lock) -> list[str]:
         changed = [f"{n} {was[n]} -> {now[n]}" for n in sorted(set(was) & set(now)) if was[n] != now[n]]
         parts = added + removed + changed
         lines.append(f"{name}: " + (", ".join(parts) if parts else "packages unchanged"))
+        if target.conda or before.conda:
+            conda_parts = conda_changes(before, target)
+            lines.append(
+                f"{name}: conda " + (", ".join(conda_parts) if conda_parts else "packages unchanged")
+            )
         if before.base_image != target.base_image:
             lines.append(f"{name}: base {before.base_image} -> {target.base_image}")
     return lines

@@ -603,6 +603,15 @@ def strategy_problems(
                 "or in the [[target]] that needs them",
             )
         )
+    if packages.conda_channels != DEFAULT_CONDA_CHANNELS and not conda_targets:
+        problems.append(
+            UsageError(
+                f"{path}: [packages] conda-channels = {list(packages.conda_channels)!r}, but no target uses "
+                'strategy = "conda", so no solve would read them',
+                fix='remove conda-channels from [packages], or set strategy = "conda" in [stack] or in the '
+                "[[target]] that needs them",
+            )
+        )
     micromamba = "mambaorg/micromamba (Debian), whatever os says"
     every_conda = bool(targets) and len(conda_targets) == len(targets)
     if "os" in stack_table and every_conda and not any(own_os.values()):
