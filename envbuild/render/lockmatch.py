@@ -153,8 +153,13 @@ def drift_problems(
 
 
 def require_match(locked: LockedTarget, plan: Plan, path: str) -> None:
-    """Refuse to render a target from a lock that no longer describes it."""
+    """Refuse to render a target from a lock that no longer describes it. A conda target's lock
+    must carry its conda layer: without one, the image would solve at build time, unlocked."""
     drift = lock_drift(locked, plan)
+    if plan.strategy == "conda" and not locked.conda:
+        drift.append(
+            f"target {locked.name!r}: the conda layer is not locked (a lock from before envbuild locked it)"
+        )
     if drift:
         raise LockError(
             f"{path} does not describe what the spec and matrix give:\n  - " + "\n  - ".join(drift), fix=FIX

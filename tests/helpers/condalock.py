@@ -3,9 +3,9 @@ channel whose packages carry the names the matrix gives that spec (python, cuda-
 a cuda13* build, jax, and the spec's optax), and an envbuild.lock whose conda layer rattler solved
 from that channel, written next to the spec as `envbuild lock` writes it.
 
-The solve is lock.conda.solve_conda's: the framework layer from python, cuda-version and the
-framework's match specs; the user layer from the spec's [packages] conda with the framework layer
-held at its exact builds, keeping what it adds.
+The solve is `envbuild lock`'s own (lock.condalayer.lock_conda): the framework layer from python,
+cuda-version, the framework's match specs and pip; the user layer from the spec's [packages] conda
+with the framework layer held at its exact builds, keeping what it adds.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from pathlib import Path
 
 from envbuild import __version__
 from envbuild._testing.condachannel import CondaChannel
-from envbuild.lock.conda import MICROMAMBA_GLIBC, CondaRequest, solve_conda
+from envbuild.lock.condalayer import lock_conda
 from envbuild.lock.locker import locked_target
 from envbuild.matrix.model import Matrix
-from envbuild.matrix.platforms import PLATFORMS
 from envbuild.render.plan import Plan, build_plan
 from envbuild.spec.lockfile import Lock, LockedCondaPackage, LockedPackage, LockedTarget, dumps, lock_path
 from envbuild.spec.model import Spec, load_spec
@@ -41,6 +40,7 @@ def example_channel(directory: Path, plan: Plan) -> CondaChannel:
     major = int(cuda.split(".")[0])
     channel.add("python", f"{python}.9", "h0_0_cpython", ["libzstd >=1.5"])
     channel.add("libzstd", "1.5.7", "h0_0")
+    channel.add("pip", "25.0", "pyh0_0", [f"python >={python}"], subdir="noarch")
     for version in ("12.8", "13.0"):
         channel.add("cuda-version", version, "h0_0", constrains=[f"__cuda >={version.split('.')[0]}"])
     *pure, gpu = [spec.split("=")[0] for spec in plan.conda_framework]
@@ -68,28 +68,8 @@ def example_channel(directory: Path, plan: Plan) -> CondaChannel:
 
 
 def conda_layer(plan: Plan, channel_url: str) -> tuple[LockedCondaPackage, ...]:
-    """The plan's conda layer, solved from the channel: framework packages, then user, each by name."""
-    platform = PLATFORMS[plan.platform]
-    cuda = plan.stack_document["cuda"]
-
-    def request(specs: tuple[str, ...]) -> CondaRequest:
-        return CondaRequest(
-            channels=(channel_url,),
-            specs=specs,
-            subdir=platform.conda_subdir,
-            cuda=cuda,
-            glibc=MICROMAMBA_GLIBC,
-        )
-
-    framework = solve_conda(
-        request((f"python={plan.python}", f"cuda-version={cuda}", *plan.conda_framework)), layer="framework"
-    )
-    if not plan.conda:
-        return framework
-    held = tuple(f"{p.name}=={p.version}={p.build}" for p in framework)
-    solved = solve_conda(request((*held, *plan.conda)), layer="user")
-    names = {p.name for p in framework}
-    return framework + tuple(p for p in solved if p.name not in names)
+    """The plan's conda layer as `envbuild lock` solves it (lock.condalayer), from the channel."""
+    return lock_conda(plan, (channel_url,))
 
 
 def locked_project(directory: Path, matrix: Matrix, channel_url: str, spec_text: str | None = None) -> Path:

@@ -43,7 +43,7 @@ def test_the_rendered_explicit_files_install_exactly_the_lock(
 
     locked = read_lock(str(tmp_path / "project" / "envbuild.lock")).lock.targets[0].conda
     assert installed_packages(prefix) == {(p.name, p.version, p.build, p.url) for p in locked}
-    assert {p.name for p in locked} == {"python", "libzstd", "cuda-version", "jaxlib", "jax", "optax"}
+    assert {p.name for p in locked} == {"python", "libzstd", "pip", "cuda-version", "jaxlib", "jax", "optax"}
     assert ("jaxlib", "0.12.0.1", "cuda13_py312_0") in {(p.name, p.version, p.build) for p in locked}
     assert served == {"/" + p.url.split("/", 3)[3] for p in locked}  # each package file fetched, no other
     assert (

@@ -206,3 +206,17 @@ def test_a_lock_built_in_process_is_checked_again_at_render(
     bad_hash = (locked.conda[0].replace(sha256="sha256:" + "A" * 64), *locked.conda[1:])
     with pytest.raises(LockError, match="sha256"):
         render_files(build_plan(matrix, spec, spec.targets[0], lock=locked.replace(conda=bad_hash)))
+
+
+def test_a_lock_without_the_conda_layer_is_refused_not_solved_at_build_time(
+    tmp_path: Path, matrix: Matrix, channel_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lock written before envbuild locked conda packages: rendering from it would silently solve
+    at build time, so render refuses it and asks for a relock."""
+    spec_path = locked_project(tmp_path / "project", matrix, channel_url)
+    spec = load_spec(str(spec_path))
+    write_lock(spec, matrix, lock_for(spec, matrix, channel_url).replace(conda=()))
+    assert main(["render", "-f", str(spec_path), "-o", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert "the conda layer is not locked" in err and "envbuild lock" in err
+    assert not (tmp_path / "out" / "default").exists()
