@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tempfile
 
 from envbuild._util.files import write_atomic
@@ -17,6 +18,11 @@ from envbuild.errors import EnvbuildError
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.platforms import platform as platform_named
 from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, canonical, toml_string
+
+# The interpreter uv resolves with: envbuild's own. The target's version and platform come from
+# --python-version and --python-platform; without --python, uv searches every interpreter on the host
+# for one of the target's version first (11 s on a pyenv host for a Python it lacks), for nothing.
+RESOLVING_INTERPRETER = ("--python", sys.executable)
 
 
 def uv_binary() -> str:
@@ -97,6 +103,7 @@ def compile_layer(
             platform_named(platform).uv_platform,
             "--python-version",
             python,
+            *RESOLVING_INTERPRETER,
             "--generate-hashes",
             "--emit-index-annotation",
             "--no-header",
@@ -163,7 +170,7 @@ def _platform_files(
     output = os.path.join(workdir, "pylock.toml")
     command = [uv_binary(), "pip", "compile", pins, "--no-deps", "--format", "pylock.toml", "-o", output]
     command += ["--python-platform", platform_named(platform).uv_platform, "--python-version", python]
-    command += ["--no-header", "--quiet", "--index-url", indexes[0]]
+    command += [*RESOLVING_INTERPRETER, "--no-header", "--quiet", "--index-url", indexes[0]]
     for url in indexes[1:]:
         command += ["--extra-index-url", url]
     if find_links:
@@ -273,6 +280,7 @@ def export_pylock(target: LockedTarget) -> str:
                 platform_named(target.platform).uv_platform,
                 "--python-version",
                 target.python,
+                *RESOLVING_INTERPRETER,
                 "--no-header",
                 "--quiet",
                 "--index-url",
