@@ -21,7 +21,7 @@ from envbuild.matrix.platforms import platform as platform_named
 from envbuild.matrix.versions import format_minor
 from envbuild.render.plan import Plan
 from envbuild.spec.lockfile import LockedCondaPackage, LockedTarget, canonical
-from envbuild.spec.lockproblem import Problem, platform_suffix, problem
+from envbuild.spec.lockproblem import Problem, drift_recorder, problem
 
 # the fields of a locked conda package a re-solve compares, in the order a message lists them
 FIELDS = ("version", "build", "sha256", "url", "channel", "layer")
@@ -116,22 +116,8 @@ def conda_drift(
         return []
     import rattler
 
-    name = f"target {locked.name!r}" + platform_suffix(locked.platform, platforms)
     found: list[Problem] = []
-
-    def drift(message: str, field: str, locked_value: object, wanted: object, package: str | None) -> None:
-        found.append(
-            problem(
-                "drift",
-                f"{name}: {message}",
-                target=locked.name,
-                platform=locked.platform,
-                field=field,
-                package=package,
-                locked=locked_value,
-                wanted=wanted,
-            )
-        )
+    drift = drift_recorder(locked.name, locked.platform, platforms, found)
 
     if not locked.conda:
         drift(

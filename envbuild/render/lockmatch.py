@@ -14,7 +14,7 @@ import os
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import LockError
 from envbuild.spec.lockfile import Lock, LockedTarget, canonical, lock_path
-from envbuild.spec.lockproblem import Problem, platform_suffix, problem
+from envbuild.spec.lockproblem import Problem, drift_recorder
 from envbuild.spec.lockread import STACK_KEYS, read_lock
 from envbuild.spec.lockseal import judge_seal
 
@@ -50,25 +50,8 @@ def drift_problems(
     entry of a multi-platform target names its platform."""
     from packaging.requirements import Requirement
 
-    name = f"target {locked.name!r}" + platform_suffix(locked.platform, platforms or (locked.platform,))
-
-    def drift(
-        message: str, field: str, locked_value: object, wanted: object, package: str | None = None
-    ) -> None:
-        found.append(
-            problem(
-                "drift",
-                f"{name}: {message}",
-                target=locked.name,
-                platform=locked.platform,
-                field=field,
-                package=package,
-                locked=locked_value,
-                wanted=wanted,
-            )
-        )
-
     found: list[Problem] = []
+    drift = drift_recorder(locked.name, locked.platform, platforms or (locked.platform,), found)
     if locked.strategy != plan.strategy:
         drift(f"strategy {locked.strategy} -> {plan.strategy}", "strategy", locked.strategy, plan.strategy)
     if locked.python != plan.python:

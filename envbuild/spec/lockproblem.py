@@ -8,6 +8,8 @@ The seal (spec.lockseal), the drift from spec and matrix (render.lockmatch) and 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from envbuild._util.record import Record
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 
@@ -70,6 +72,31 @@ def problem(
         wanted=None if wanted is None else str(wanted),
         message=message,
     )
+
+
+def drift_recorder(
+    target: str, platform: str, platforms: tuple[str, ...], found: list[Problem]
+) -> Callable[..., None]:
+    """drift(message, field, locked, wanted, package=None): appends a "drift" Problem about the lock
+    entry (target, platform) to `found`, its message prefixed by the target's name (and platform,
+    see platform_suffix). One shape for render's and lock's drift lists."""
+    name = f"target {target!r}" + platform_suffix(platform, platforms)
+
+    def drift(message: str, field: str, locked: object, wanted: object, package: str | None = None) -> None:
+        found.append(
+            problem(
+                "drift",
+                f"{name}: {message}",
+                target=target,
+                platform=platform,
+                field=field,
+                package=package,
+                locked=locked,
+                wanted=wanted,
+            )
+        )
+
+    return drift
 
 
 def platform_suffix(platform: str, platforms: tuple[str, ...]) -> str:
