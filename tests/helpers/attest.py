@@ -7,8 +7,6 @@ properties and the framework / cuda-runtime components): the real builder is att
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -63,14 +61,9 @@ def write_public(private: Path, path: Path) -> Path:
 
 
 def openssl(*args: str) -> None:
-    """Run the openssl command line (interop: keys made the way docs/attest.md says)."""
+    """Run the openssl command line (interop: keys made the way docs/attest.md says; .ci/run installs
+    Debian's openssl, so a missing one fails these tests rather than skipping them)."""
     subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
-def have_openssl() -> bool:
-    """Whether the interop tests can run: CI (ENVBUILD_REQUIRE_DOCKER=1, whose .ci/run installs
-    Debian's openssl) says yes regardless, so a missing openssl there fails instead of skipping."""
-    return shutil.which("openssl") is not None or os.environ.get("ENVBUILD_REQUIRE_DOCKER") == "1"
 
 
 def sbom(

@@ -42,7 +42,6 @@ def test_sign_then_verify_round_trip(tmp_path, algorithm) -> None:
     assert dsse.verify(json.loads(json.dumps(envelope)), dsse.load_public_key(str(public))) == payload
 
 
-@pytest.mark.skipif(not A.have_openssl(), reason="the openssl command line is not installed")
 @pytest.mark.parametrize(
     "genpkey",
     [
@@ -59,7 +58,6 @@ def test_keys_made_with_openssl_as_the_docs_say(tmp_path, genpkey) -> None:
     assert dsse.verify(envelope, dsse.load_public_key(str(public))) == b'{"hello":"world"}\n'
 
 
-@pytest.mark.skipif(not A.have_openssl(), reason="the openssl command line is not installed")
 def test_sec1_ec_private_key_from_openssl_ecparam(tmp_path) -> None:
     private = tmp_path / "ec.pem"
     A.openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", str(private))

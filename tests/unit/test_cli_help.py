@@ -4,7 +4,6 @@ with a description, and shell completion scripts generated from the same parser.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +70,6 @@ def test_bash_completion_names_every_command_and_flag() -> None:
                 assert f" {option}" in script or f"({option}" in script, f"{path} {option}"
 
 
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_bash_completion_script_registers_and_completes() -> None:
     """Sourced into a real bash, the script registers a completion function, and that function
     offers the subcommands after `envbuild ` and resolve's flags after `envbuild resolve --d`."""
