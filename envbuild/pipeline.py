@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import time
 
 from envbuild import __version__
-from envbuild._util.files import write_atomic
+from envbuild._util.files import file_sha256, write_atomic
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact, redact_values
 from envbuild.attest import inputs as attest_inputs
@@ -509,10 +508,7 @@ def _untag(tags) -> None:
 
 
 def lock_file_digest(path: str) -> str | None:
-    if not os.path.exists(path):
-        return None
-    with open(path, "rb") as handle:
-        return "sha256:" + hashlib.sha256(handle.read()).hexdigest()
+    return file_sha256(path) if os.path.exists(path) else None
 
 
 def build_all(targets, build_one, *, jobs: int) -> list[tuple[dict, str | None]]:

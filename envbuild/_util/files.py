@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 
@@ -18,3 +19,12 @@ def write_atomic(path: str, data: str | bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def file_sha256(path: str) -> str:
+    """ "sha256:<hex>" of a file's bytes, read in 1 MiB chunks (wheels and locks alike)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()

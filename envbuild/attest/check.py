@@ -166,45 +166,23 @@ def judge(
         add(_lock_digest(sbom, provenance))
         add(_spec_digest(labels, sbom, provenance))
     if sbom is not None:
-        add(
-            _label(
-                "label smoke report digest",
-                labels,
-                L.SMOKE_REPORT_DIGEST,
-                fields.sbom_property(sbom, fields.P_SMOKE_REPORT_DIGEST),
-                "sbom " + fields.P_SMOKE_REPORT_DIGEST,
-                unlabelled=True,  # a CI candidate promoted by digest is never relabelled
-            )
-        )
-        add(
-            _label(
-                "label framework version",
-                labels,
-                L.FRAMEWORK_VERSION,
-                fields.sbom_component_version(sbom, fields.ROLE_FRAMEWORK),
-                "sbom framework component",
-                release=True,
-            )
-        )
-        add(
-            _label(
-                "label cuda",
-                labels,
-                L.CUDA,
-                fields.sbom_component_version(sbom, fields.ROLE_CUDA_RUNTIME),
-                "sbom cuda-runtime component",
-                release=True,
-            )
-        )
-        add(
-            _label(
-                "label min driver",
-                labels,
-                L.MIN_DRIVER,
-                fields.sbom_property(sbom, fields.P_MIN_DRIVER),
-                "sbom " + fields.P_MIN_DRIVER,
-            )
-        )
+        # (check, label, the SBOM's value, where in the SBOM, same release is enough, absent label agrees);
+        # absent smoke label: a CI candidate promoted by digest is never relabelled
+        label_checks = (
+            ("label smoke report digest", L.SMOKE_REPORT_DIGEST,
+             fields.sbom_property(sbom, fields.P_SMOKE_REPORT_DIGEST), "sbom " + fields.P_SMOKE_REPORT_DIGEST,
+             False, True),
+            ("label framework version", L.FRAMEWORK_VERSION,
+             fields.sbom_component_version(sbom, fields.ROLE_FRAMEWORK), "sbom framework component",
+             True, False),
+            ("label cuda", L.CUDA,
+             fields.sbom_component_version(sbom, fields.ROLE_CUDA_RUNTIME), "sbom cuda-runtime component",
+             True, False),
+            ("label min driver", L.MIN_DRIVER,
+             fields.sbom_property(sbom, fields.P_MIN_DRIVER), "sbom " + fields.P_MIN_DRIVER, False, False),
+        )  # fmt: skip
+        for name, label, value, where, release, unlabelled in label_checks:
+            add(_label(name, labels, label, value, where, release=release, unlabelled=unlabelled))
     if signed and all(signed):
         signing = "verified" if public_key is not None else "signed, not checked"
     elif any(signed):

@@ -9,10 +9,10 @@ installed); else none, and the record says so by an empty list.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 
+from envbuild._util.files import file_sha256
 from envbuild._util.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -26,14 +26,6 @@ WHEEL_LAYERS = ("framework", "user")  # the build context's wheels/<layer>/ fold
 def now() -> str:
     """RFC 3339 UTC, to the second: SLSA's startedOn/finishedOn format."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
 
 
 def context_wheels(context_dir: str) -> dict[str, tuple[str, str, str]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 
-from envbuild._util.files import write_atomic
+from envbuild._util.files import file_sha256, write_atomic
 from envbuild._util.record import Record
 from envbuild._util.redact import redact_values
 from envbuild.attest import fields
@@ -181,8 +181,6 @@ def _report_facts(path: str, labels: dict[str, str], image_id: str) -> tuple[dic
 def _lock_facts(spec_path: str | None, labels: dict[str, str]) -> dict:
     """The lock's facts for an image built from it: {"lock_digest", "dependencies"} when the spec's
     envbuild.lock exists and was locked from the spec the image's label names; {} without a lock."""
-    import hashlib
-
     from envbuild.attest.inputs import dependencies
     from envbuild.errors import UsageError
     from envbuild.oci import labels as names
@@ -204,9 +202,7 @@ def _lock_facts(spec_path: str | None, labels: dict[str, str]) -> dict:
     target = lock.target(labels.get(names.TARGET) or "", labels.get(names.PLATFORM))
     if target is None:
         return {}
-    with open(path, "rb") as handle:
-        digest = "sha256:" + hashlib.sha256(handle.read()).hexdigest()
-    return {"lock_digest": digest, "dependencies": dependencies(target, "")}
+    return {"lock_digest": file_sha256(path), "dependencies": dependencies(target, "")}
 
 
 def publish_promoted(promotion: object, *, report_path: str, sign_key: str | None) -> Published:

@@ -175,6 +175,27 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
             for h in sorted({_sha256(v) for v in values} - {None})
         ]
 
+    def packaged(
+        purl: object,
+        name: str,
+        version: str,
+        role: str,
+        *,
+        hashes: list[str] | None = None,
+        extra: tuple[tuple[str, object], ...] = (),
+        kind: object = ComponentType.LIBRARY,
+    ) -> Component:
+        """A component identified by its purl (its bom-ref too), with its role last among its properties."""
+        return Component(
+            type=kind,
+            name=name,
+            version=version,
+            purl=purl,
+            bom_ref=str(purl),
+            hashes=sha256s(hashes or []) or None,
+            properties=props(*extra, (fields.P_COMPONENT_ROLE, role)),
+        )
+
     name, digest, repository, tag = _image_identity(record, subject)
     image_purl = _oci_purl(repository, digest, tag, name)
     root = Component(
@@ -205,14 +226,13 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
         base_repo, base_tag = _split(base_name)
         purl = _oci_purl(base_repo, base_digest or None, base_tag, base_repo)
         components.append(
-            Component(
-                type=ComponentType.CONTAINER,
-                name=base_repo,
-                version=base_digest or base_tag,
-                purl=purl,
-                bom_ref=str(purl),
-                hashes=sha256s([base_digest]) if base_digest else None,
-                properties=props((fields.P_COMPONENT_ROLE, ROLE_BASE_IMAGE)),
+            packaged(
+                purl,
+                base_repo,
+                base_digest or base_tag,
+                ROLE_BASE_IMAGE,
+                hashes=[base_digest] if base_digest else None,
+                kind=ComponentType.CONTAINER,
             )
         )
     if stack.get("framework"):
@@ -260,17 +280,15 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
         layer = next((str(d["layer"]) for d in matches if d.get("layer")), None)
         purl = PackageURL(type="pypi", name=dist.name, version=dist.version)
         components.append(
-            Component(
-                type=ComponentType.LIBRARY,
-                name=dist.name,
-                version=dist.version,
-                purl=purl,
-                bom_ref=str(purl),
-                hashes=sha256s(hashes) or None,
-                properties=props(
+            packaged(
+                purl,
+                dist.name,
+                dist.version,
+                ROLE_PYTHON,
+                hashes=hashes,
+                extra=(
                     (fields.P_PACKAGE_INDEX, redact(index) if index else None),
                     (fields.P_PACKAGE_LAYER, layer),
-                    (fields.P_COMPONENT_ROLE, ROLE_PYTHON),
                 ),
             )
         )
@@ -284,16 +302,7 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
         purl = PackageURL(
             type="deb", namespace=namespace, name=package.name, version=package.version, qualifiers=qualifiers
         )
-        components.append(
-            Component(
-                type=ComponentType.LIBRARY,
-                name=package.name,
-                version=package.version,
-                purl=purl,
-                bom_ref=str(purl),
-                properties=props((fields.P_COMPONENT_ROLE, ROLE_OS)),
-            )
-        )
+        components.append(packaged(purl, package.name, package.version, ROLE_OS))
 
     # conda packages
     for package in inventory.conda:
@@ -304,14 +313,12 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
         }
         purl = PackageURL(type="conda", name=package.name, version=package.version, qualifiers=qualifiers)
         components.append(
-            Component(
-                type=ComponentType.LIBRARY,
-                name=package.name,
-                version=package.version,
-                purl=purl,
-                bom_ref=str(purl),
-                hashes=sha256s([package.sha256]) if package.sha256 else None,
-                properties=props((fields.P_COMPONENT_ROLE, ROLE_CONDA)),
+            packaged(
+                purl,
+                package.name,
+                package.version,
+                ROLE_CONDA,
+                hashes=[package.sha256] if package.sha256 else None,
             )
         )
 

@@ -48,13 +48,12 @@ def channel_url(channel: str) -> str:
 
 
 def cache_dir() -> str | None:
-    """Where rattler keeps fetched repodata: envbuild's cache (ENVBUILD_CACHE_DIR, else
-    $XDG_CACHE_HOME/envbuild) under conda/; None (rattler's default) when caching is off."""
-    configured = os.environ.get("ENVBUILD_CACHE_DIR")
-    if configured is not None:
-        return os.path.join(configured, "conda") if configured else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "envbuild", "conda")
+    """Where rattler keeps fetched repodata: conda/ under envbuild's cache (matrix.load.cache_dir);
+    None (rattler's default) when caching is off."""
+    from envbuild.matrix.load import cache_dir as envbuild_cache
+
+    root = envbuild_cache()
+    return os.path.join(root, "conda") if root else None
 
 
 def solve_conda(

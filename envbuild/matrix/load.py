@@ -69,7 +69,9 @@ def _matrix_files(root: str) -> list[tuple[str, str]]:
     return files
 
 
-def _cache_dir() -> str | None:
+def cache_dir() -> str | None:
+    """envbuild's cache directory: ENVBUILD_CACHE_DIR (empty: no cache), else
+    $XDG_CACHE_HOME/envbuild or ~/.cache/envbuild."""
     configured = os.environ.get("ENVBUILD_CACHE_DIR")
     if configured is not None:
         return configured or None  # empty: no cache
@@ -104,7 +106,7 @@ def read_raw(root: str) -> tuple[str, dict[str, Any]]:
         blobs.append((kind, rel, data))
     size = sum(len(rel) + len(data) for _, rel, data in blobs)
 
-    cache = _cache_dir()
+    cache = cache_dir()
     name = f"matrix-{CACHE_FORMAT}-{__version__}-{crc:08x}{adler:08x}{size:x}.json"
     cache_file = os.path.join(cache, name) if cache else None
     if cache_file is not None:

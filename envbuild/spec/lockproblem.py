@@ -8,10 +8,11 @@ The seal (spec.lockseal), the drift from spec and matrix (render.lockmatch) and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from envbuild._util.record import Record
+from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # What went wrong, from the outside in (README, `envbuild lock`: "--check --json").
 KINDS = (
