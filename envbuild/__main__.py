@@ -1,3 +1,3 @@
-from envbuild.cli.app import main
+from envbuild.cli.app import console
 
-raise SystemExit(main())
+console()

@@ -52,3 +52,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             "the traceback\n"
         )
         return EXIT_FAILURE
+
+
+def console() -> None:
+    """The `envbuild` console script and `python -m envbuild`: main(), then the process exits.
+
+    When rattler (the conda solver: Rust, with tokio threads) was loaded, the process ends with
+    os._exit once stdout and stderr are flushed: its runtime's threads can crash the interpreter's
+    finalization (SIGSEGV, "PyGILState_Release: thread state ... must be current"), which hit about
+    one `envbuild lock --check` of a conda target in 20 after its work was done and its output
+    written. Every file envbuild writes is written atomically before main() returns.
+    """
+    code = main()
+    if "rattler" in sys.modules:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
