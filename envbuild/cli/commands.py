@@ -326,7 +326,9 @@ def audit(args: argparse.Namespace) -> int:
 def verify(args: argparse.Namespace) -> int:
     import json
 
-    from envbuild.image.verify import save_report, verify_image
+    from envbuild.image.verify import save_report
+    from envbuild.runtime import verify
+    from envbuild.runtime.record import save_record, utc_now, verify_record
     from envbuild.smoke.run import summary
 
     if args.gpu:  # the audit gate first: a GPU with no kernel image fails before any container runs
@@ -339,11 +341,19 @@ def verify(args: argparse.Namespace) -> int:
         gate = audit_gate(args.image, tuple(parse_gpu(text, matrix) for text in args.gpu), None, args.image)
         sys.stderr.write(audit_summary(gate))
         gate.check()
-    result = verify_image(
-        args.image, device=args.smoke_device, steps=args.steps, precision=args.precision, timeout=args.timeout
+    started = utc_now()
+    result = verify(
+        args.runtime,
+        args.image,
+        device=args.smoke_device,
+        steps=args.steps,
+        precision=args.precision,
+        timeout=args.timeout,
     )
     if args.report:
         save_report(args.report, result)
+    if args.record:
+        save_record(args.record, verify_record(result, args.image, started=started, finished=utc_now()))
     sys.stdout.write(json.dumps(result.report, indent=2) + "\n" if args.json else summary(result.report))
     return EXIT_OK if result.passed else EXIT_FAILURE
 

@@ -322,6 +322,7 @@ def _build(parser: argparse.ArgumentParser) -> None:
 
 
 def _verify(parser: argparse.ArgumentParser) -> None:
+    from envbuild.runtime import DEFAULT_RUNTIME, RUNTIMES
     from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEVICES, PRECISIONS
 
     parser.add_argument("image", metavar="IMAGE")
@@ -330,6 +331,18 @@ def _verify(parser: argparse.ArgumentParser) -> None:
     add_smoke_limits(parser, steps_default=DEFAULT_STEPS)
     parser.add_argument(
         "--report", metavar="FILE", help="write {image, device, report, report-digest} here for `promote`"
+    )
+    parser.add_argument(
+        "--record",
+        metavar="FILE",
+        help="write what ran here: runtime, host, Slurm job, timings, gates, the report's digest",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=DEFAULT_RUNTIME,
+        help="what runs the smoke container (default: docker); the others take REPO@sha256:... "
+        "(docs/ci.md: Verify on a Slurm cluster)",
     )
     parser.add_argument(
         "--gpu",

@@ -51,9 +51,20 @@ class Verification(Record):
     exit_code: the smoke program's exit status. image_id: the "sha256:..." id of the image it ran.
     platform: the image's (linux/arm64), None when the Engine named an architecture envbuild does not
     know. emulated: the smoke step ran through QEMU (binfmt_misc), on a host of another architecture.
+    runtime: what ran the container (docker, apptainer, enroot, charliecloud; envbuild.runtime).
     """
 
-    __slots__ = ("report", "passed", "seconds", "device", "exit_code", "image_id", "platform", "emulated")
+    __slots__ = (
+        "report",
+        "passed",
+        "seconds",
+        "device",
+        "exit_code",
+        "image_id",
+        "platform",
+        "emulated",
+        "runtime",
+    )
     report: dict
     passed: bool
     seconds: float
@@ -62,6 +73,7 @@ class Verification(Record):
     image_id: str
     platform: str | None
     emulated: bool
+    runtime: str
 
 
 def _driver_floor(major: int, minor: int) -> str | None:
@@ -113,7 +125,7 @@ def _engine_error(exc: Exception, doing: str) -> VerifyError:
     )
 
 
-def _tail(text: str, lines: int = 5) -> str:
+def tail_lines(text: str, lines: int = 5) -> str:
     tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
     return " | ".join(tail)
 
@@ -218,9 +230,37 @@ def verify_image(
             error=VerifyError,
         )
 
+    return judge_output(
+        stdout,
+        stderr,
+        exit_code,
+        device=device,
+        seconds=seconds,
+        image_id=image_id,
+        platform=platform,
+        emulated=bool(run is not None and run.emulated),
+        runtime="docker",
+    )
+
+
+def judge_output(
+    stdout: str,
+    stderr: str,
+    exit_code: int,
+    *,
+    device: str,
+    seconds: float,
+    image_id: str,
+    platform: str | None,
+    emulated: bool,
+    runtime: str,
+) -> Verification:
+    """The Verification of one smoke run's output, whichever runtime ran it (Docker, Apptainer, Enroot,
+    Charliecloud): every runtime's report goes through the same schema and the same gates, so promotion
+    cannot tell, and need not care, where the smoke step ran; only the report's `runtime` says."""
     report = parse_report(stdout)
     if report is None:
-        tail = _tail(stderr) or _tail(stdout)
+        tail = tail_lines(stderr) or tail_lines(stdout)
         raise VerifyError(
             f"the smoke program printed no report (exit {exit_code})",
             fix=("its last output was: " + tail) if tail else "it printed nothing at all",
@@ -231,10 +271,11 @@ def verify_image(
             "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5]),
             fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
         )
-    # what only the host knows: which platform's image ran, and whether QEMU ran it (host facts, not the
-    # program's: an emulated program reports the image's machine as its own)
+    # what only the host knows: which platform's image ran, whether QEMU ran it (host facts, not the
+    # program's: an emulated program reports the image's machine as its own) and which runtime ran it
     report["image_platform"] = platform
-    report["emulated"] = bool(run is not None and run.emulated)
+    report["emulated"] = emulated
+    report["runtime"] = runtime
     doubts = gate_problems(report, device) if report["passed"] else []
     if doubts:  # what promotion would refuse: the program said passed, its own numbers do not
         raise VerifyError(
@@ -249,7 +290,8 @@ def verify_image(
         exit_code=exit_code,
         image_id=image_id,
         platform=platform,
-        emulated=report["emulated"],
+        emulated=emulated,
+        runtime=runtime,
     )
 
 
@@ -271,6 +313,12 @@ def _how_it_runs(client: Any, image: str, device: str) -> tuple[str | None, Runn
             f"image {image!r} is for {describe(attrs)}, a platform envbuild does not build or verify",
             fix=f"verify an image built for one of: {accepted()} (`[stack] platform` in the spec)",
         )
+    return platform, check_runnable(image, platform, device)
+
+
+def check_runnable(image: str, platform: str, device: str) -> Runnable:
+    """How this host runs `image` of `platform`; a VerifyError when it cannot run it at all, or when a
+    GPU smoke step would have to run emulated. Every runtime asks here before it gets the image."""
     run = runnable(platform)
     if not run.ok:
         raise VerifyError(f"cannot run the smoke step of {image!r}: {run.reason}", fix=run.fix)
@@ -281,7 +329,7 @@ def _how_it_runs(client: Any, image: str, device: str) -> tuple[str | None, Runn
             fix=f"run `envbuild verify` on a {platform} GPU host, or check it here on the CPU with "
             "--smoke-device cpu (emulated, slow)",
         )
-    return platform, run
+    return run
 
 
 # --- the report file `verify --report` writes and `promote --report` reads ----------------------

@@ -829,6 +829,25 @@ def _is_index(manifest: dict, media_type: str) -> bool:
     )
 
 
+def image_config(
+    ref: str, *, platform: str = "linux/amd64", docker_config: str | None = None, timeout: float = 30
+) -> tuple[str, dict]:
+    """(image id, config document) of `ref` as its registry holds it; an index gives `platform`'s image.
+
+    For runtimes that take an image by digest with no Docker Engine to ask (Apptainer, Enroot,
+    Charliecloud): the image id is what a verify report names and `promote --to --report` checks, and
+    the config says the image's platform, USER and ENV."""
+    parsed = parse_reference(ref)
+    session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=3)
+    body, media_type, _ = _fetch_manifest(session, parsed.digest or parsed.tag)
+    manifest = json_object(body, f"the manifest of {session.where}")
+    if _is_index(manifest, media_type):
+        entry = _platform_entry(manifest, session.where, platform)
+        body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
+    image_id, _ = _config(session, body, media_type)
+    return image_id, json_object(_get_blob(session, image_id), f"the config blob {image_id}")
+
+
 def _config_labels(session: _Session, body: bytes, media_type: str) -> dict[str, str]:
     return _config(session, body, media_type)[1]
 

@@ -31,6 +31,7 @@ LAYERS = (
     "envbuild.render",
     "envbuild.lock",
     "envbuild.image",
+    "envbuild.runtime",  # the smoke step on Docker, Apptainer, Enroot, Charliecloud: judged by image.verify
     "envbuild.attest",  # SBOM and provenance: built from what image read, attached through oci
     "envbuild.host",
     "envbuild.scaleout",

@@ -59,7 +59,12 @@ def test_a_passing_report_and_exit_0_pass(engine) -> None:
     assert verification.exit_code == 0 and verification.image_id == IMAGE_ID and verification.device == "cpu"
     # the host's facts beside the program's: the image's platform, and that it ran natively
     host = host_platform()
-    assert verification.report == {**PASSED, "image_platform": host and host.name, "emulated": False}
+    assert verification.report == {
+        **PASSED,
+        "image_platform": host and host.name,
+        "emulated": False,
+        "runtime": "docker",
+    }
     assert verification.platform == (host and host.name) and verification.emulated is False
     calls = server.calls()
     assert calls[:5] == RUN and calls[-1] == REMOVED, calls

@@ -1,0 +1,108 @@
+"""Charliecloud: unprivileged containers from a directory image, no daemon (ch-run, ch-image, ch-convert).
+
+Getting the image by digest:
+- from an HTTPS registry: `ch-image pull REPO@sha256:...` into a storage directory inside the run's
+  scratch directory, then `ch-convert -i ch-image` to a plain directory;
+- from a plain-HTTP (loopback) registry, which ch-image does not speak, or an image the local Docker
+  Engine holds: `docker pull` by digest, then `ch-convert -i docker`, which also writes the image's ENV
+  to /ch/environment.
+
+Running: `ch-run --unset-env='*' --set-env` starts from the image's environment alone (nothing of the
+host's leaks in), `--set-env=FILE` adds the smoke step's variables, `--uid/--gid` become the image's
+USER, `--private-tmp` gives it a /tmp of its own, and the image directory stays read-only. For the GPU,
+`ch-fromhost --nvidia` first copies the host's NVIDIA libraries into the unpacked image (it is ours
+to change: a throw-away copy).
+
+What it cannot do: Charliecloud has no network namespace, so the smoke step shares the host's network.
+"""
+
+from __future__ import annotations
+
+import getpass
+
+from envbuild.oci.reference import parse_reference
+from envbuild.oci.registry import registry_scheme
+from envbuild.runtime.base import SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step, step
+
+IMAGE_DIR = "image"  # run.path() of the unpacked image
+STORAGE_DIR = "ch-storage"  # run.path() of ch-image's storage, removed with the scratch directory
+
+
+def _tool_env() -> dict[str, str]:
+    # ch-image and ch-convert refuse to run without $USER, which batch jobs and containers often lack
+    return {"USER": getpass.getuser()}
+
+
+def through_docker(run: SmokeRun) -> bool:
+    """Whether the image comes through the local Docker Engine: a name it holds, or a digest on a
+    plain-HTTP registry (ch-image speaks only HTTPS)."""
+    if run.local:
+        return True
+    return registry_scheme(parse_reference(run.image).api_host) == "http"
+
+
+class Charliecloud(ContainerRuntime):
+    name = "charliecloud"
+    binary = "ch-run"
+    install_fix = (
+        "install Charliecloud (Debian/Ubuntu: apt-get install charliecloud-runtime charliecloud-builders; "
+        "or `module load charliecloud` on a cluster), or pick another --runtime"
+    )
+    limits = ("no network isolation: Charliecloud has no network namespace",)
+
+    def fetch(self, run: SmokeRun) -> list[Step]:
+        image_dir = run.path(IMAGE_DIR)
+        env = _tool_env()
+        if through_docker(run):
+            steps = (
+                []
+                if run.local
+                else [step("pull the image with Docker", "docker", "pull", "--quiet", run.image)]
+            )
+            steps.append(
+                step(
+                    "unpack the image",
+                    "ch-convert",
+                    "-i",
+                    "docker",
+                    "-o",
+                    "dir",
+                    run.image,
+                    image_dir,
+                    env=env,
+                )
+            )
+        else:
+            storage = run.path(STORAGE_DIR)
+            steps = [
+                step("pull the image", "ch-image", "--storage", storage, "pull", run.image, env=env),
+                step(
+                    "unpack the image",
+                    "ch-convert",
+                    "-s",
+                    storage,
+                    "-i",
+                    "ch-image",
+                    "-o",
+                    "dir",
+                    run.image,
+                    image_dir,
+                    env=env,
+                ),
+            ]
+        if run.device == "gpu":
+            steps.append(
+                step("inject the host's NVIDIA libraries", "ch-fromhost", "--nvidia", image_dir, env=env)
+            )
+        return steps
+
+    def execute(self, run: SmokeRun) -> Step:
+        argv = ["ch-run", "--unset-env=*", "--set-env", f"--set-env={run.path(SMOKE_ENV_FILE)}"]
+        if run.user:
+            uid, gid = run.user.split(":")
+            argv += ["--uid", uid, "--gid", gid]
+        argv += ["--private-tmp", "--cd", "/tmp", run.path(IMAGE_DIR), "--", *run.argv]
+        return step("run the smoke step", *argv, env=_tool_env())
+
+
+RUNTIME = Charliecloud()

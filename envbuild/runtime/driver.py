@@ -1,0 +1,200 @@
+"""Run one smoke step through a command-line runtime: identify, fetch, run, judge, clean up.
+
+The steps are the runtime's (runtime.base); what is the same for all of them lives here once:
+
+- the image is identified before anything is fetched: by digest from its registry (the image id a
+  report names and `promote --to --report` checks, its platform, USER and ENV), or, for a plain name,
+  from the local Docker Engine;
+- the host must be able to run its platform (image.verify.check_runnable: QEMU, no GPU emulated);
+- every step runs in its own process group with a time limit; a timeout, Ctrl-C or SIGTERM (which the
+  CLI turns into KeyboardInterrupt) kills the whole group, so no container outlives the call;
+- the scratch directory (run.workdir) and whatever the runtime's cleanup steps undo are removed in a
+  `finally`, on success, failure, timeout and interrupt alike;
+- the output is judged by image.verify.judge_output, as Docker's is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from envbuild.errors import VerifyError
+from envbuild.image.platforms import host_platform
+from envbuild.image.verify import SMOKE_PATH, Verification, check_runnable, judge_output, tail_lines
+from envbuild.matrix.platforms import normalize
+from envbuild.oci.reference import parse_reference
+from envbuild.runtime.base import SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step, env_lines
+from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S
+
+# getting and unpacking an image of a few GB over a cluster's network takes minutes, not the smoke
+# step's seconds; this bounds a hung pull, not a slow one
+FETCH_TIMEOUT_S = 3600
+# where runs unpack images: $ENVBUILD_RUNTIME_DIR (a node-local disk on a cluster), else $TMPDIR
+WORKDIR_ENV = "ENVBUILD_RUNTIME_DIR"
+
+
+def smoke_argv(device: str, steps: int, precision: str) -> tuple[str, ...]:
+    return ("python", SMOKE_PATH, "--device", device, "--steps", str(steps), "--precision", precision)
+
+
+def verify_with(
+    runtime: ContainerRuntime,
+    image: str,
+    *,
+    device: str = "gpu",
+    steps: int = DEFAULT_STEPS,
+    precision: str = DEFAULT_PRECISION,
+    timeout: int = DEFAULT_TIMEOUT_S,
+    env: dict[str, str] | None = None,
+) -> Verification:
+    """Run the image's smoke program with `runtime`; nothing it unpacked outlives the call."""
+    if shutil.which(runtime.binary) is None:
+        raise VerifyError(
+            f"--runtime {runtime.name} needs `{runtime.binary}` on PATH, and this host has none",
+            fix=runtime.install_fix,
+        )
+    image_id, platform, user, local = identify(image)
+    run_how = check_runnable(image, platform, device) if platform else None
+    workdir = tempfile.mkdtemp(prefix="envbuild-verify-", dir=os.environ.get(WORKDIR_ENV) or None)
+    run = SmokeRun(
+        image=image,
+        image_id=image_id,
+        platform=platform,
+        device=device,
+        argv=smoke_argv(device, steps, precision),
+        env=dict(env or {}),
+        user=user,
+        workdir=workdir,
+        local=local,
+    )
+    fetched: list[Step] = []
+    try:
+        with open(run.path(SMOKE_ENV_FILE), "w", encoding="utf-8") as handle:
+            handle.write(env_lines(run.env))
+        for item in runtime.fetch(run):
+            fetched.append(item)
+            code, stdout, stderr = run_step(item, FETCH_TIMEOUT_S)
+            if code != 0:
+                detail = tail_lines(stderr) or tail_lines(stdout)
+                raise VerifyError(
+                    f"{runtime.name} could not {item.what} (exit {code}): {detail or 'no output'}",
+                    fix=f"run `{' '.join(item.argv)}` by hand to see why; check the registry is "
+                    "reachable from this node and the credentials the runtime uses",
+                )
+        started = time.monotonic()
+        smoke = runtime.execute(run)
+        try:
+            exit_code, stdout, stderr = run_step(smoke, timeout)
+        except subprocess.TimeoutExpired:
+            raise VerifyError(
+                f"the smoke step did not finish within {timeout}s",
+                fix="a hang in the first steps usually means a driver or NCCL problem (run nvidia-smi, "
+                "retry with NCCL_DEBUG=INFO); a slow but healthy image needs a larger [smoke] timeout",
+            ) from None
+        seconds = round(time.monotonic() - started, 3)
+    finally:
+        for item in runtime.cleanup(run) if fetched else []:
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                run_step(item, 300)
+        shutil.rmtree(workdir, ignore_errors=True)
+    return judge_output(
+        stdout,
+        stderr,
+        exit_code,
+        device=device,
+        seconds=seconds,
+        image_id=image_id,
+        platform=platform,
+        emulated=bool(run_how is not None and run_how.emulated),
+        runtime=runtime.name,
+    )
+
+
+def run_step(item: Step, timeout: float) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of one step, run in a process group of its own that is killed
+    whole on a timeout or an interrupt: runtimes fork helpers (squashfuse, the unpacked container's
+    processes) that must not outlive envbuild. subprocess.TimeoutExpired after the kill."""
+    env = {**os.environ, **item.env} if item.env else None
+    process = subprocess.Popen(
+        list(item.argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException:  # the timeout, KeyboardInterrupt (SIGINT/SIGTERM/SIGHUP), anything
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.communicate(timeout=10)
+        raise
+    return process.returncode, stdout, stderr
+
+
+def identify(image: str) -> tuple[str, str | None, str | None, bool]:
+    """(image id, platform, user "uid:gid" or None, local) of `image`: REPO@sha256:... from its
+    registry (the host's platform's image of an index), a plain name from the local Docker Engine."""
+    parsed = parse_reference(image)
+    if parsed.digest:
+        from envbuild.oci.registry import image_config
+
+        host = host_platform()
+        image_id, config = image_config(image, platform=host.name if host else "linux/amd64")
+        inner = config.get("config") or {}
+        return image_id, _platform(config), numeric_user(inner.get("User")), False
+    return _local(image)
+
+
+def _local(image: str) -> tuple[str, str | None, str | None, bool]:
+    import docker
+    import docker.errors
+
+    try:
+        attrs = docker.from_env(timeout=60).images.get(image).attrs
+    except docker.errors.ImageNotFound:
+        raise VerifyError(
+            f"image {image!r} is neither pinned by digest nor in the local Docker Engine",
+            fix="pass REPO@sha256:<digest> (the digest its push reported): the runtime pulls it by digest",
+        ) from None
+    except docker.errors.DockerException:
+        raise VerifyError(
+            f"image {image!r} is not pinned by digest, and no Docker Engine is reachable to find it",
+            fix="pass REPO@sha256:<digest> (the digest its push reported): the runtime pulls it by digest",
+        ) from None
+    config = {
+        "os": attrs.get("Os"),
+        "architecture": attrs.get("Architecture"),
+        "variant": attrs.get("Variant"),
+    }
+    return str(attrs["Id"]), _platform(config), numeric_user((attrs.get("Config") or {}).get("User")), True
+
+
+def _platform(config: dict) -> str | None:
+    architecture = config.get("architecture")
+    if not architecture:
+        return None
+    name = f"{config.get('os') or 'linux'}/{architecture}"
+    with contextlib.suppress(Exception):
+        return normalize(name)
+    return None
+
+
+def numeric_user(user: object) -> str | None:
+    """The image's USER as "uid:gid" when it is numeric ("10001" or "10001:10001"), else None: runtimes
+    that map users (Charliecloud's --uid/--gid) take numbers; a name would need the image's passwd."""
+    if not isinstance(user, str) or not user:
+        return None
+    uid, _, gid = user.partition(":")
+    if not uid.isdigit() or (gid and not gid.isdigit()):
+        return None
+    return f"{uid}:{gid or uid}"
