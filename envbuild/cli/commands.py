@@ -479,6 +479,24 @@ def ci_gitlab(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def ci_k8s(args: argparse.Namespace) -> int:
+    from envbuild.scaleout.k8s import write_jobs
+
+    for path in write_jobs(
+        _load(args),
+        _spec(args),
+        args.output,
+        gpu_types=args.gpu_type,
+        node_selectors=args.node_selector,
+        runtime_class=args.runtime_class,
+        namespace=args.namespace,
+        pull_secret=args.image_pull_secret,
+        images=args.image,
+    ):
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
 def doctor(args: argparse.Namespace) -> int:
     from envbuild.host.doctor import run_doctor, to_json, to_text
 
@@ -589,6 +607,7 @@ HANDLERS = {
     "bake": bake,
     "ci github": ci_github,
     "ci gitlab": ci_gitlab,
+    "ci k8s": ci_k8s,
     "doctor": doctor,
     "smoke": smoke,
     "matrix check": matrix_check,

@@ -475,6 +475,32 @@ def _ci_gitlab(parser: argparse.ArgumentParser) -> None:
     _ci_common(parser)
 
 
+def _ci_k8s(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    parser.add_argument(
+        "-o", "--output", default="k8s", metavar="DIR", help="one <job>.yaml per Job (default k8s)"
+    )
+    parser.add_argument(
+        "--image",
+        action="append",
+        metavar="BUILD=REPO@sha256:...",
+        help="the candidate each build's Jobs run, by digest (default: REPO@sha256:DIGEST, to fill in)",
+    )
+    parser.add_argument(
+        "--gpu-type",
+        action="append",
+        metavar="NAME",
+        help="one Job per GPU type, on nodes labelled nvidia.com/gpu.product=NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--node-selector", action="append", metavar="KEY=VALUE", help="a node label every Job asks for"
+    )
+    parser.add_argument("--runtime-class", metavar="NAME", help="the Pods' runtimeClassName (e.g. nvidia)")
+    parser.add_argument("--namespace", metavar="NS", help="the Jobs' namespace (default: kubectl's)")
+    parser.add_argument("--image-pull-secret", metavar="NAME", help="the Secret the kubelet pulls with")
+    add_matrix(parser)
+
+
 def _doctor(parser: argparse.ArgumentParser) -> None:
     from envbuild.host.doctor import DEFAULT_TIMEOUT_S
 
@@ -716,6 +742,15 @@ COMMANDS: tuple[Command, ...] = (
                 description="Write a GitLab CI pipeline (default .gitlab-ci.yml): lock --check, render and "
                 "build on a Docker runner and push candidates by digest, verify on GPU runners tagged by "
                 "architecture, promote inside the registry. Merge requests run lock --check only.",
+            ),
+            Command(
+                "k8s",
+                "Kubernetes Jobs that run the smoke step of a candidate, by digest, on GPU nodes",
+                _ci_k8s,
+                description="Write one Kubernetes Job per target, platform and GPU type (default dir k8s): "
+                "the candidate by digest, the smoke command, one nvidia.com/gpu, non-root with a read-only "
+                "root filesystem. Collect `kubectl logs` and judge it with `envbuild verify --from-log` "
+                "(docs/ci.md: Verify on Kubernetes).",
             ),
         ),
     ),

@@ -1,0 +1,348 @@
+"""`envbuild ci k8s`: one Kubernetes Job per build (target and platform) and GPU type that runs the
+smoke step of a candidate, by digest, in a GPU node pool.
+
+Kubernetes has no `docker run` to wrap: the cluster pulls the image and runs the smoke program as the
+Job's container, and `kubectl logs job/NAME` is its stdout. `envbuild verify REF --from-log FILE`
+(runtime.fromlog) judges that output as every other runtime's is judged, and `envbuild promote REF
+--to TAG --report FILE` promotes from the report (docs/ci.md: Verify on Kubernetes).
+
+What the Job asks of the cluster, and why:
+- `resources.limits["nvidia.com/gpu"]: 1` (NVIDIA's device plugin) for a GPU smoke step, none for a
+  CPU one; a node selector per `--gpu-type` on `nvidia.com/gpu.product`, the label NVIDIA's GPU
+  Feature Discovery puts on each GPU node (e.g. NVIDIA-H100-80GB-HBM3:
+  https://github.com/NVIDIA/k8s-device-plugin/blob/main/docs/gpu-feature-discovery/README.md), and
+  `kubernetes.io/arch` for the build's platform; `--runtime-class` for clusters whose GPU nodes need
+  the `nvidia` RuntimeClass.
+- the least a smoke step needs: no service account token, the image's own non-root user (the uid
+  render's Dockerfiles set), no privilege escalation, no capabilities, a read-only root filesystem with
+  an emptyDir on /tmp (HOME and TMPDIR point there: the smoke program writes nothing else), the
+  runtime's default seccomp profile;
+- no retries (`backoffLimit: 0`, `restartPolicy: Never`): a flaky GPU is a failed verification, not
+  one to retry until it passes; `activeDeadlineSeconds` the spec's smoke timeout plus the time a
+  multi-GB pull may take; the finished Job is kept a day (`ttlSecondsAfterFinished`) for its logs.
+
+The image is a candidate by digest: `--image BUILD=REPO@sha256:<64 hex>` per build (what `envbuild
+build --push` printed). A build without one gets `REPO@sha256:DIGEST`, which no registry serves: the
+kubelet refuses it as an invalid image name, so a Job nobody filled in never runs the wrong image.
+
+Every value from the command line lands in a YAML scalar (scaleout.quoting.yaml_scalar) after a check
+of what Kubernetes accepts there (RFC 1123 names, label keys and values): an invalid one is a
+UsageError naming its flag. The Jobs are validated in the tests with kubernetes-validate against
+K8S_VERSION.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from envbuild._util.files import write_atomic
+from envbuild._util.record import Record
+from envbuild.errors import UsageError
+from envbuild.matrix.model import Matrix
+from envbuild.matrix.platforms import short
+from envbuild.oci import labels
+from envbuild.render.plan import MICROMAMBA_UID, USER_UID
+from envbuild.resolve.platform_choice import target_platforms
+from envbuild.scaleout.bake import platform_builds
+from envbuild.scaleout.quoting import yaml_scalar
+from envbuild.spec.model import Spec
+
+# the Kubernetes version the Jobs are validated against (kubernetes-validate, in the tests; docs/ci.md)
+K8S_VERSION = "1.33.0"
+GPU_RESOURCE = "nvidia.com/gpu"  # NVIDIA's device plugin
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU Feature Discovery
+ARCH_LABEL = "kubernetes.io/arch"
+PULL_ALLOWANCE_S = 1800  # a few GB over a cluster's network, on top of the smoke step's own timeout
+TTL_S = 86400  # a day to run `kubectl logs` before the Job is deleted
+DEFAULT_OUTPUT = "k8s"
+COMMAND = "ci k8s"
+PLACEHOLDER = "DIGEST"
+SMOKE = "/opt/envbuild/smoke.py"
+APP_LABEL = "app.kubernetes.io/name"
+APP = "envbuild-verify"
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+class K8sJob(Record):
+    """One Job file: its name (also the file's, <name>.yaml), the build it verifies, the GPU type it
+    asks for ("" for any), and the Job document."""
+
+    __slots__ = ("name", "build", "gpu_type", "document")
+    name: str
+    build: str
+    gpu_type: str
+    document: dict
+
+
+def jobs(
+    matrix: Matrix,
+    spec: Spec,
+    *,
+    gpu_types: list[str] | None = None,
+    node_selectors: list[str] | None = None,
+    runtime_class: str | None = None,
+    namespace: str | None = None,
+    pull_secret: str | None = None,
+    images: list[str] | None = None,
+) -> list[K8sJob]:
+    """The Jobs of `envbuild ci k8s`: per target, per platform build, per GPU type (one with no
+    product selector when none is given)."""
+    types = [check_label_value(t, "--gpu-type") for t in gpu_types or []]
+    on_gpu = spec.smoke.device == "gpu"
+    if types and not on_gpu:
+        raise UsageError(
+            f'--gpu-type {types[0]!r}: {spec.path} runs its smoke step on CPU ([smoke] device = "cpu")',
+            fix='drop --gpu-type, or set [smoke] device = "gpu" in the spec',
+        )
+    selectors = dict(check_selector(item) for item in node_selectors or [])
+    if runtime_class is not None:
+        check_name(runtime_class, "--runtime-class", _DNS_SUBDOMAIN, 253)
+    if namespace is not None:
+        check_name(namespace, "--namespace", _DNS_LABEL, 63)
+    if pull_secret is not None:
+        check_name(pull_secret, "--image-pull-secret", _DNS_SUBDOMAIN, 253)
+    builds = [
+        (target, target.name + suffix, platform or target_platforms(matrix, target.stack)[0])
+        for target in spec.targets
+        for suffix, platform in platform_builds(matrix, target)
+    ]
+    refs = image_refs(images or [], [key for _, key, _ in builds])
+    out = []
+    for target, key, platform in builds:
+        uid = MICROMAMBA_UID if target.stack.strategy == "conda" else USER_UID
+        image = refs.get(key) or f"{spec.image.repository}@sha256:{PLACEHOLDER}"
+        for gpu_type in types or [""]:
+            name = job_name(key, gpu_type)
+            node_selector = {ARCH_LABEL: short(platform), **selectors}
+            if gpu_type:
+                node_selector[GPU_PRODUCT_LABEL] = gpu_type
+            document = job_document(
+                name,
+                image=image,
+                uid=uid,
+                spec=spec,
+                job_labels={APP_LABEL: APP, labels.TARGET: label_text(target.name), "envbuild.gpu": gpu_type},
+                node_selector=node_selector,
+                runtime_class=runtime_class,
+                namespace=namespace,
+                pull_secret=pull_secret,
+            )
+            out.append(K8sJob(name=name, build=key, gpu_type=gpu_type, document=document))
+    return out
+
+
+def job_document(
+    name: str,
+    *,
+    image: str,
+    uid: int,
+    spec: Spec,
+    job_labels: dict[str, str],
+    node_selector: dict[str, str],
+    runtime_class: str | None,
+    namespace: str | None,
+    pull_secret: str | None,
+) -> dict:
+    """One batch/v1 Job that runs the smoke program once, as the image's non-root user."""
+    smoke = spec.smoke
+    on_gpu = smoke.device == "gpu"
+    job_labels = {k: v for k, v in job_labels.items() if v}
+    container = {
+        "name": "smoke",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python", SMOKE],
+        "args": ["--device", smoke.device, "--steps", str(smoke.steps), "--precision", smoke.precision],
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "TMPDIR", "value": "/tmp"},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+        ],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": uid,
+            "runAsGroup": uid,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    if on_gpu:
+        container["resources"] = {"limits": {GPU_RESOURCE: 1}}
+    pod: dict = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
+        "nodeSelector": node_selector,
+        "containers": [container],
+        "volumes": [{"name": "tmp", "emptyDir": {}}],
+    }
+    if runtime_class:
+        pod["runtimeClassName"] = runtime_class
+    if pull_secret:
+        pod["imagePullSecrets"] = [{"name": pull_secret}]
+    metadata: dict = {"name": name} | ({"namespace": namespace} if namespace else {}) | {"labels": job_labels}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": smoke.timeout + PULL_ALLOWANCE_S,
+            "ttlSecondsAfterFinished": TTL_S,
+            "template": {"metadata": {"labels": job_labels}, "spec": pod},
+        },
+    }
+
+
+def write_jobs(matrix: Matrix, spec: Spec, out_dir: str, **options: object) -> list[str]:
+    """`envbuild ci k8s -o DIR`: DIR/<job>.yaml per Job; every Job is made before any is written."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UsageError(f"-o {out_dir} exists and is not a directory", fix="pass a directory path")
+    made = jobs(matrix, spec, **options)  # type: ignore[arg-type]
+    written = []
+    for job in made:
+        path = os.path.join(out_dir, f"{job.name}.yaml")
+        header = (
+            f"# envbuild {COMMAND}: the smoke step of build {job.build!r}"
+            + (f" on {job.gpu_type}" if job.gpu_type else "")
+            + f"; validated against Kubernetes {K8S_VERSION}\n"
+        )
+        write_atomic(path, header + to_yaml(job.document))
+        written.append(path)
+    return written
+
+
+def job_name(build: str, gpu_type: str) -> str:
+    """envbuild-verify-<build>[-<gpu type>] as an RFC 1123 label (a Job's name becomes its pods'
+    `job-name` label, so at most 63 characters): lowercased, `_` and `.` as `-`; a longer one keeps
+    its start and ends in a hash of the whole."""
+    words = [APP, build] + ([gpu_type] if gpu_type else [])
+    name = re.sub(r"[^a-z0-9-]+", "-", "-".join(words).lower()).strip("-")
+    name = re.sub(r"-{2,}", "-", name)
+    if len(name) > 63:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+        name = name[:54].rstrip("-") + "-" + digest
+    return name
+
+
+def label_text(value: str) -> str:
+    """A target name as a label value: target names are lowercase letters, digits, _ . - already; a
+    long one is cut to 63."""
+    return value[:63].rstrip("-_.")
+
+
+def image_refs(values: list[str], builds: list[str]) -> dict[str, str]:
+    """--image BUILD=REPO@sha256:<64 hex>, checked: the build must be one of the spec's, the image
+    pinned by a sha256 digest and nothing else (no tag, no whitespace, no second line)."""
+    refs: dict[str, str] = {}
+    for value in values:
+        key, sep, ref = value.partition("=")
+        if not sep or key not in builds:
+            raise UsageError(
+                f"--image {value!r}: expected BUILD=REPO@sha256:<64 hex>, BUILD one of {', '.join(builds)}",
+                fix="pass the digest `envbuild build --push` printed for that build",
+            )
+        repo, at, digest = ref.partition("@")
+        if not at or not _DIGEST.fullmatch(digest) or not _repository(repo):
+            raise UsageError(
+                f"--image {value!r}: the image must be REPO@sha256:<64 lowercase hex>, with no tag",
+                fix="pass the digest `envbuild build --push` printed for that build",
+            )
+        refs[key] = ref
+    return refs
+
+
+def _repository(repo: str) -> bool:
+    from envbuild.spec.validate import repository
+
+    try:
+        repository(repo)
+    except ValueError:
+        return False
+    return True
+
+
+def check_name(value: str, flag: str, pattern: re.Pattern[str], limit: int) -> str:
+    """An RFC 1123 name (label or subdomain) of at most `limit` characters, else a UsageError."""
+    if len(value) > limit or not pattern.fullmatch(value):
+        kind = "label" if pattern is _DNS_LABEL else "subdomain"
+        raise UsageError(
+            f"{flag} {value!r} is not an RFC 1123 {kind} name (lowercase letters, digits, '-'"
+            + ("" if kind == "label" else ", '.'")
+            + f"; at most {limit} characters)",
+            fix=f"pass the name as the cluster spells it, e.g. {flag} gpu-jobs",
+        )
+    return value
+
+
+def check_label_value(value: str, flag: str) -> str:
+    """A Kubernetes label value: at most 63 of letters, digits, - _ . starting and ending alphanumeric."""
+    if not value or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+        raise UsageError(
+            f"{flag} {value!r} is not a Kubernetes label value (letters, digits, - _ ., starting and "
+            "ending with a letter or digit, at most 63)",
+            fix=f"pass the node label's value, e.g. {flag} NVIDIA-H100-80GB-HBM3 "
+            "(`kubectl get nodes -L nvidia.com/gpu.product`)",
+        )
+    return value
+
+
+def check_selector(item: str) -> tuple[str, str]:
+    """--node-selector KEY=VALUE: KEY a label key ([DNS subdomain/]name), VALUE a label value."""
+    key, sep, value = item.partition("=")
+    prefix, slash, name = key.rpartition("/")
+    valid_key = (
+        bool(sep)
+        and len(name) <= 63
+        and bool(_LABEL_NAME.fullmatch(name))
+        and (not slash or (len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(prefix))))
+    )
+    if not valid_key:
+        raise UsageError(
+            f"--node-selector {item!r}: expected KEY=VALUE with KEY a Kubernetes label key "
+            "([prefix/]name, e.g. cloud.google.com/gke-accelerator)",
+            fix="pass the node label as `kubectl get nodes --show-labels` shows it",
+        )
+    if value:  # an empty value is a valid label value too
+        check_label_value(value, f"--node-selector {key}=")
+    return key, value
+
+
+def to_yaml(value: object, indent: int = 0) -> str:
+    """Block-style YAML of dicts, lists and scalars; every scalar through quoting.yaml_scalar, so each
+    reads back as exactly its value."""
+    pad = " " * indent
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}{yaml_scalar(key)}:\n{to_yaml(item, indent + 2)}")
+            else:
+                lines.append(f"{pad}{yaml_scalar(key)}: {_empty_or_scalar(item)}\n")
+    elif isinstance(value, list):
+        for item in value:
+            if isinstance(item, (dict, list)) and item:
+                inner = to_yaml(item, indent + 2)
+                lines.append(f"{pad}- {inner[indent + 2 :]}")
+            else:
+                lines.append(f"{pad}- {_empty_or_scalar(item)}\n")
+    return "".join(lines)
+
+
+def _empty_or_scalar(item: object) -> str:
+    if isinstance(item, dict):
+        return "{}"
+    if isinstance(item, list):
+        return "[]"
+    return yaml_scalar(item)
