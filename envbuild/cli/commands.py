@@ -342,14 +342,19 @@ def verify(args: argparse.Namespace) -> int:
         sys.stderr.write(audit_summary(gate))
         gate.check()
     started = utc_now()
-    result = verify(
-        args.runtime,
-        args.image,
-        device=args.smoke_device,
-        steps=args.steps,
-        precision=args.precision,
-        timeout=args.timeout,
-    )
+    if args.from_log:  # the cluster ran it (envbuild ci k8s): judge its output, run nothing
+        from envbuild.runtime.fromlog import verify_from_log
+
+        result = verify_from_log(args.image, args.from_log, device=args.smoke_device)
+    else:
+        result = verify(
+            args.runtime,
+            args.image,
+            device=args.smoke_device,
+            steps=args.steps,
+            precision=args.precision,
+            timeout=args.timeout,
+        )
     if args.report:
         save_report(args.report, result)
     if args.record:

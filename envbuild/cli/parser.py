@@ -345,6 +345,12 @@ def _verify(parser: argparse.ArgumentParser) -> None:
         "(docs/ci.md: Verify on a Slurm cluster)",
     )
     parser.add_argument(
+        "--from-log",
+        metavar="FILE",
+        help="run nothing: judge the smoke output in FILE (`kubectl logs job/NAME`) for IMAGE, "
+        "REPO@sha256:... (docs/ci.md: Verify on Kubernetes)",
+    )
+    parser.add_argument(
         "--gpu",
         action="append",
         metavar="NAME_OR_CC",

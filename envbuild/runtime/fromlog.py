@@ -1,0 +1,87 @@
+"""`envbuild verify REPO@sha256:... --from-log FILE`: judge a smoke run that something else ran.
+
+On Kubernetes the cluster runs the smoke program (`envbuild ci k8s` writes the Job) and envbuild only
+sees its output afterwards: `kubectl logs job/NAME > smoke.log`. That output is judged here exactly as
+every runtime's is (image.verify.judge_output: the schema, the gates), and the report names the
+runtime "kubernetes" and the image id the registry gives for the digest, so `envbuild promote REF
+--to TAG --report FILE` promotes from it as from any other.
+
+`kubectl logs` merges stdout and stderr, so the report is the last line that is a JSON object; text
+after it (a warning on stderr at exit) is allowed. A log whose last line starts a JSON object that
+does not parse was cut off (a log rotated or a pod killed mid-write): that is said, not guessed
+around. The exit code is not in a log: a report that says it passed counts as exit 0, any other as 1,
+and the gates are checked from the report's own numbers either way.
+"""
+
+from __future__ import annotations
+
+import json
+
+from envbuild.errors import UsageError, VerifyError
+from envbuild.image.verify import Verification, judge_output
+from envbuild.oci.reference import parse_reference
+from envbuild.runtime.driver import identify
+
+RUNTIME = "kubernetes"
+
+
+def verify_from_log(image: str, path: str, *, device: str = "gpu") -> Verification:
+    """The Verification of the smoke output in `path` for `image` (REPO@sha256:...); nothing runs."""
+    if not parse_reference(image).digest:
+        raise UsageError(
+            f"--from-log needs the image by digest, not {image!r}",
+            fix="pass REPO@sha256:<digest>, the image the Job ran (its `image:` line)",
+        )
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise UsageError(
+            f"--from-log {path}: cannot read it ({exc.strerror or exc})",
+            fix="pass the file `kubectl logs job/NAME > FILE` wrote",
+        ) from None
+    line = report_line(text, path)
+    image_id, platform, _user, _local = identify(image)
+    report = json.loads(line)
+    exit_code = 0 if report.get("passed") is True else 1
+    seconds = report.get("duration_s")
+    return judge_output(
+        line + "\n",
+        "",
+        exit_code,
+        device=device,
+        seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0,
+        image_id=image_id,
+        platform=platform,
+        emulated=False,
+        runtime=RUNTIME,
+    )
+
+
+def report_line(text: str, path: str) -> str:
+    """The smoke report's line in a log: the last line that is a JSON object; a VerifyError naming
+    the problem when the log was cut off mid-report or holds none."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if not line.startswith("{"):
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError:
+            if line is lines[-1]:
+                raise VerifyError(
+                    f"--from-log {path}: the smoke report on its last line is cut off "
+                    f"({len(line)} characters of JSON that does not end)",
+                    fix="collect the whole log again (`kubectl logs job/NAME > FILE` once the Job is "
+                    "complete); a pod killed mid-write is a failed verification: rerun the Job",
+                ) from None
+            continue
+        if isinstance(value, dict):
+            return line
+    tail = " | ".join(lines[-3:])
+    raise VerifyError(
+        f"--from-log {path}: no smoke report in it (the program prints one JSON line at the end)",
+        fix=("its last lines were: " + tail[:500])
+        if tail
+        else "the file is empty: the Job has not run yet, or its logs were already gone",
+    )
