@@ -134,6 +134,10 @@ def render(args: argparse.Namespace) -> int:
     from envbuild.render.context import render_spec
 
     spec = _spec(args)
+    if args.apptainer:
+        from envbuild.render.apptainer import check_labels
+
+        check_labels(spec)  # before anything is written
     rendered = render_spec(
         _load(args),
         spec,
@@ -153,7 +157,18 @@ def render(args: argparse.Namespace) -> int:
         if args.stdout:
             sys.stdout.write(f"# ---- {context.name}/Dockerfile\n" if len(rendered) > 1 else "")
             sys.stdout.write(context.files["Dockerfile"].decode())
+            if args.apptainer:
+                from envbuild.render.apptainer import DEF_FILE, definition
+
+                sys.stdout.write(f"# ---- {context.name}/{DEF_FILE}\n" + definition(plan, spec, context.name))
             continue
+        if args.apptainer and context.where:
+            import os
+
+            from envbuild._util.files import write_atomic
+            from envbuild.render.apptainer import DEF_FILE, definition
+
+            write_atomic(os.path.join(context.where, DEF_FILE), definition(plan, spec, context.name))
         doc = plan.stack_document
         print(
             f"{context.where}: {doc['framework']} {doc['framework_version']} ({doc['variant']}, CUDA "

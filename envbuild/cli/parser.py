@@ -213,6 +213,12 @@ def _render(parser: argparse.ArgumentParser) -> None:
     add_wheelhouse(parser, "air-gapped: copy these wheels into the context and install with --no-index")
     parser.add_argument("--stdout", action="store_true", help="print the Dockerfile(s) instead of writing")
     parser.add_argument(
+        "--apptainer",
+        action="store_true",
+        help="also write envbuild.def next to each Dockerfile: an Apptainer definition from the pushed "
+        "image by digest (docs/ci.md)",
+    )
+    parser.add_argument(
         "--builder",
         choices=("buildkit", "api"),
         default="buildkit",
