@@ -50,6 +50,7 @@ MATRIX_COMMANDS = {
     "bake": ["bake", "-f", SPEC],
     "ci github": ["ci", "github", "-f", SPEC],
     "ci gitlab": ["ci", "gitlab", "-f", SPEC],
+    "ci k8s": ["ci", "k8s", "-f", SPEC],
     "init": ["init", "-f", "envbuild.toml"],
     "doctor": ["doctor"],
     "matrix check": ["matrix", "check"],
