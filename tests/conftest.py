@@ -253,3 +253,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _docker_available() -> bool:
     socket = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     return socket.startswith("unix://") and Path(socket[len("unix://") :]).exists()
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Say what passing tests did not do here (tests/helpers/notrun.py): a missing runtime's real run."""
+    from tests.helpers.notrun import NOT_RUN
+
+    if NOT_RUN:
+        terminalreporter.section("not run on this host")
+        for line in NOT_RUN:
+            terminalreporter.write_line(line)

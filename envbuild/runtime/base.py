@@ -81,6 +81,12 @@ class ContainerRuntime:
     def cleanup(self, run: SmokeRun) -> list[Step]:
         return []
 
+    def env_file(self, env: dict[str, str]) -> str:
+        """The text of SMOKE_ENV_FILE, which the driver writes before execute: KEY=VALUE lines, read
+        literally (Charliecloud). A runtime that reads the file otherwise (Apptainer: as shell
+        assignments) overrides this to quote the values."""
+        return env_lines(env)
+
 
 def env_lines(env: dict[str, str]) -> str:
     """KEY=VALUE lines of an environment file (Charliecloud --set-env, Apptainer --env-file).

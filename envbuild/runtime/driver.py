@@ -28,7 +28,7 @@ from envbuild.image.platforms import host_platform
 from envbuild.image.verify import SMOKE_PATH, Verification, check_runnable, judge_output, tail_lines
 from envbuild.matrix.platforms import normalize
 from envbuild.oci.reference import parse_reference
-from envbuild.runtime.base import SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step, env_lines
+from envbuild.runtime.base import SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S
 
 # getting and unpacking an image of a few GB over a cluster's network takes minutes, not the smoke
@@ -75,7 +75,7 @@ def verify_with(
     fetched: list[Step] = []
     try:
         with open(run.path(SMOKE_ENV_FILE), "w", encoding="utf-8") as handle:
-            handle.write(env_lines(run.env))
+            handle.write(runtime.env_file(run.env))
         for item in runtime.fetch(run):
             fetched.append(item)
             code, stdout, stderr = run_step(item, FETCH_TIMEOUT_S)

@@ -103,9 +103,15 @@ def summary(report: dict) -> str:
     for failure in report["failed"]:
         lines.append(f"  FAILED {failure['gate']}: {failure['detail']}")
         lines.append(f"    hint: {failure['hint']}")
-    if report.get("image_platform"):  # verify's: the image's platform, and whether QEMU ran it
+    # verify's: the image's platform, whether QEMU ran it, and the runtime when not Docker (the
+    # default): a Slurm job's log then says which of Apptainer, Enroot or Charliecloud ran the step
+    runtime = report.get("runtime")
+    named = f", {runtime}" if runtime and runtime != "docker" else ""
+    if report.get("image_platform"):
         how = "emulated (QEMU), CPU only" if report.get("emulated") else "native"
-        lines.append(f"  platform {report['image_platform']} ({how})")
+        lines.append(f"  platform {report['image_platform']} ({how}{named})")
+    elif named:
+        lines.append(f"  runtime {runtime}")
     for note in report.get("notes", []):
         lines.append(f"  note: {note}")
     return "\n".join(lines) + "\n"

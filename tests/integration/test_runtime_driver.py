@@ -1,0 +1,125 @@
+"""runtime.driver's contract, with a runtime of real processes (tests/helpers/runtimes.py) and a
+real registry on loopback: whatever a runtime's steps do, the scratch directory goes away on a pass,
+a failure, a fetch failure and a timeout; a timeout kills the step's whole process group; cleanup
+steps run once a fetch started and not before; smoke.env carries the run's variables; the report
+names the runtime; the image id is the registry's config digest and the USER becomes "uid:gid"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from envbuild.errors import NotFound, VerifyError
+from envbuild.runtime.base import SMOKE_ENV_FILE
+from envbuild.runtime.driver import WORKDIR_ENV, identify, verify_with
+from tests.helpers.runtimes import ConfigRegistry, ScriptedRuntime, entries, gone_within, print_report, sh
+
+CONFIG = {"architecture": "amd64", "os": "linux", "config": {"User": "10001:10002"}}
+
+
+@pytest.fixture(scope="module")
+def registry() -> Iterator[ConfigRegistry]:
+    with ConfigRegistry(CONFIG) as server:
+        yield server
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """$ENVBUILD_RUNTIME_DIR: every run's scratch directory is made here, so "empty afterwards" is
+    "nothing left behind"."""
+    directory = tmp_path / "runtime-dir"
+    directory.mkdir()
+    monkeypatch.setenv(WORKDIR_ENV, str(directory))
+    return directory
+
+
+def recording(tmp_path: Path, execute, fetch_script: str = "") -> ScriptedRuntime:
+    """A runtime whose fetch unpacks a file into the scratch directory and copies smoke.env out,
+    and whose cleanup appends to tmp_path/cleanup.log."""
+    unpack = 'mkdir "$1/unpacked" && echo layer > "$1/unpacked/file" && cp "$1/$2" "$3"'
+    return ScriptedRuntime(
+        fetch=lambda run: (
+            [sh(unpack, run.workdir, SMOKE_ENV_FILE, str(tmp_path / "seen.env"))]
+            + ([sh(fetch_script)] if fetch_script else [])
+        ),
+        execute=execute,
+        cleanup=lambda run: [sh('echo "cleaned $1" >> "$2"', run.workdir, str(tmp_path / "cleanup.log"))],
+    )
+
+
+def test_a_passing_run_is_judged_named_and_leaves_nothing(
+    registry: ConfigRegistry, scratch: Path, tmp_path: Path
+) -> None:
+    runtime = recording(tmp_path, lambda run: print_report("torch-cpu-passed.json"))
+    verification = verify_with(runtime, registry.ref, device="cpu", env={"ENVBUILD_SMOKE_LR": "0.1"})
+    assert verification.passed
+    assert verification.runtime == "scripted"
+    assert verification.report["runtime"] == "scripted"
+    assert verification.report["gates"]  # judged with the gates applied
+    assert verification.image_id == registry.config_digest
+    assert verification.platform == "linux/amd64"
+    assert (tmp_path / "seen.env").read_text() == "ENVBUILD_SMOKE_LR=0.1\n"
+    assert (tmp_path / "cleanup.log").read_text().startswith(f"cleaned {scratch}/envbuild-verify-")
+    assert entries(scratch) == []
+
+
+def test_a_failing_smoke_step_is_a_failed_verification_and_leaves_nothing(
+    registry: ConfigRegistry, scratch: Path, tmp_path: Path
+) -> None:
+    runtime = recording(tmp_path, lambda run: print_report("torch-cpu-lr0-failed.json", exit_code=1))
+    verification = verify_with(runtime, registry.ref, device="cpu")
+    assert not verification.passed
+    assert verification.exit_code == 1
+    assert verification.report["failed"]
+    assert (tmp_path / "seen.env").read_text() == ""
+    assert (tmp_path / "cleanup.log").exists()
+    assert entries(scratch) == []
+
+
+def test_a_fetch_failure_names_the_step_and_its_stderr_and_still_cleans_up(
+    registry: ConfigRegistry, scratch: Path, tmp_path: Path
+) -> None:
+    refused = 'echo "pulling layers" ; echo "manifest unknown: sha256:abc" >&2; exit 7'
+    runtime = recording(tmp_path, lambda run: print_report("torch-cpu-passed.json"), fetch_script=refused)
+    with pytest.raises(VerifyError) as caught:
+        verify_with(runtime, registry.ref, device="cpu")
+    assert caught.value.exit_code == 1
+    assert "scripted could not fetch step 2 (exit 7): manifest unknown: sha256:abc" in str(caught.value)
+    assert "run `sh -c" in caught.value.fix
+    assert (tmp_path / "cleanup.log").exists()  # the first step had unpacked something
+    assert entries(scratch) == []
+
+
+def test_no_cleanup_and_no_scratch_directory_before_a_fetch_started(
+    registry: ConfigRegistry, scratch: Path, tmp_path: Path
+) -> None:
+    runtime = recording(tmp_path, lambda run: print_report("torch-cpu-passed.json"))
+    missing = registry.ref.rsplit("@", 1)[0] + "@sha256:" + "0" * 64
+    with pytest.raises(NotFound, match=r"not found in .*/x/y"):  # identify() fails before any fetch
+        verify_with(runtime, missing, device="cpu")
+    assert not (tmp_path / "cleanup.log").exists()
+    assert not (tmp_path / "seen.env").exists()
+    assert entries(scratch) == []
+
+
+def test_a_timeout_kills_the_whole_process_group_and_leaves_nothing(
+    registry: ConfigRegistry, scratch: Path, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "child.pid"
+    # the step forks a child that would outlive a kill of the step alone, as squashfuse or the
+    # container's processes do
+    hang = 'sleep 600 & echo $! > "$1"; wait'
+    runtime = recording(tmp_path, lambda run: sh(hang, str(pidfile)))
+    with pytest.raises(VerifyError, match="did not finish within 1s") as caught:
+        verify_with(runtime, registry.ref, device="cpu", timeout=1)
+    assert "NCCL" in caught.value.fix
+    child = int(pidfile.read_text())
+    assert gone_within(child, 30), f"the step's child sleep (pid {child}) outlived the timeout"
+    assert (tmp_path / "cleanup.log").exists()
+    assert entries(scratch) == []
+
+
+def test_the_image_user_and_id_come_from_the_registry(registry: ConfigRegistry) -> None:
+    assert identify(registry.ref) == (registry.config_digest, "linux/amd64", "10001:10002", False)
