@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -101,7 +102,7 @@ def verify_with(
         for item in runtime.cleanup(run) if fetched else []:
             with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 run_step(item, 300)
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(workdir)
     return judge_output(
         stdout,
         stderr,
@@ -113,6 +114,25 @@ def verify_with(
         emulated=bool(run_how is not None and run_how.emulated),
         runtime=runtime.name,
     )
+
+
+def remove_tree(path: str) -> None:
+    """Delete an unpacked image, including the read-only directories images carry (a user's rmtree
+    fails inside a 0555 directory; root's does not, so only a non-root run would leave a tree behind)."""
+
+    def writable_then_retry(function, failed: str, _exc: BaseException) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(failed), 0o700)
+            if os.path.isdir(failed) and not os.path.islink(failed):
+                os.chmod(failed, 0o700)
+            function(failed)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=writable_then_retry)
+    else:
+        shutil.rmtree(
+            path, onerror=lambda function, failed, info: writable_then_retry(function, failed, info[1])
+        )
 
 
 def run_step(item: Step, timeout: float) -> tuple[int, str, str]:

@@ -123,3 +123,63 @@ def test_a_timeout_kills_the_whole_process_group_and_leaves_nothing(
 
 def test_the_image_user_and_id_come_from_the_registry(registry: ConfigRegistry) -> None:
     assert identify(registry.ref) == (registry.config_digest, "linux/amd64", "10001:10002", False)
+
+
+def as_user(uid: int, function) -> int:
+    """Run `function` in a forked child that has dropped root for `uid`; its return is the exit code
+    (3 for an exception). Root deletes inside read-only directories, so only a non-root child shows
+    whether an unpacked image's 0555 directories would stay behind."""
+    import os
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.setgid(uid)
+            os.setuid(uid)
+            code = function()
+        except BaseException:
+            code = 3
+        os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_an_unpacked_tree_with_read_only_directories_is_removed_by_its_non_root_owner() -> None:
+    import os
+    import shutil
+    import tempfile
+
+    from envbuild.runtime.driver import remove_tree
+
+    if os.geteuid() != 0:
+        pytest.fail("needs root to drop to another user (CI runs as root)")
+    # pytest's tmp_path sits under a 0700 directory the other user cannot enter
+    tmp_path = Path(tempfile.mkdtemp(prefix="envbuild-test-rmtree-"))
+    tmp_path.chmod(0o777)
+
+    def unpacked(name: str) -> Path:
+        tree = tmp_path / name
+        (tree / "usr" / "lib").mkdir(parents=True)
+        (tree / "usr" / "lib" / "libx.so").write_text("x")
+        (tree / "usr" / "lib").chmod(0o555)
+        (tree / "usr").chmod(0o555)
+        return tree
+
+    def plain() -> int:
+        tree = unpacked("plain")
+        try:
+            shutil.rmtree(tree)
+        except PermissionError:
+            return 1
+        return 0
+
+    def robust() -> int:
+        tree = unpacked("robust")
+        remove_tree(str(tree))
+        return 0 if not tree.exists() else 1
+
+    nobody = 65534
+    try:
+        assert as_user(nobody, plain) == 1  # what the driver had: the tree stays
+        assert as_user(nobody, robust) == 0
+    finally:
+        shutil.rmtree(tmp_path)
