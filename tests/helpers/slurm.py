@@ -76,13 +76,18 @@ def require_cluster() -> str:
     return up[0]
 
 
-def job_state(job_id: str) -> str:
-    """JobState as scontrol shows it (slurm.conf's MinJobAge keeps a finished job for 300 s)."""
+def job_field(job_id: str, field: str) -> str:
+    """One field (JobState, RunTime) as scontrol shows it (slurm.conf's MinJobAge keeps a finished
+    job for 300 s); "GONE" once Slurm has forgotten the job."""
     shown = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True)
     for word in shown.stdout.split():
-        if word.startswith("JobState="):
-            return word[len("JobState=") :]
+        if word.startswith(f"{field}="):
+            return word[len(field) + 1 :]
     return "GONE"
+
+
+def job_state(job_id: str) -> str:
+    return job_field(job_id, "JobState")
 
 
 def wait_for_jobs(job_ids: list[str], deadline_s: float, logs: Path) -> dict[str, str]:
