@@ -50,6 +50,7 @@ MATRIX_COMMANDS = {
     "bake": ["bake", "-f", SPEC],
     "ci github": ["ci", "github", "-f", SPEC],
     "ci gitlab": ["ci", "gitlab", "-f", SPEC],
+    "ci slurm": ["ci", "slurm", "-f", SPEC, "-o", "slurm-scripts"],
     "init": ["init", "-f", "envbuild.toml"],
     "doctor": ["doctor"],
     "matrix check": ["matrix", "check"],
