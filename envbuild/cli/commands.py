@@ -517,6 +517,27 @@ def ci_k8s(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def ci_slurm(args: argparse.Namespace) -> int:
+    import os
+
+    from envbuild.scaleout.slurm import write_scripts
+
+    written = write_scripts(
+        _load(args),
+        _spec(args),
+        args.output,
+        shared_dir=args.shared_dir,
+        runtime=args.runtime,
+        partitions=args.partition,
+        gres=args.gres,
+        time=args.time,
+        account=args.account,
+        spec_path=args.file,
+    )
+    print(f"wrote {', '.join(written)}; run: {os.path.join(args.output, 'submit.sh')} TARGET=REPO@sha256:...")
+    return EXIT_OK
+
+
 def doctor(args: argparse.Namespace) -> int:
     from envbuild.host.doctor import run_doctor, to_json, to_text
 
@@ -628,6 +649,7 @@ HANDLERS = {
     "ci github": ci_github,
     "ci gitlab": ci_gitlab,
     "ci k8s": ci_k8s,
+    "ci slurm": ci_slurm,
     "doctor": doctor,
     "smoke": smoke,
     "matrix check": matrix_check,

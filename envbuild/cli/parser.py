@@ -513,6 +513,39 @@ def _ci_k8s(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
 
 
+def _ci_slurm(parser: argparse.ArgumentParser) -> None:
+    from envbuild.runtime import RUNTIMES
+    from envbuild.scaleout.slurm import DEFAULT_GRES, DEFAULT_RUNTIME, DEFAULT_TIME
+
+    add_spec_file(parser)
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="where the scripts go")
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=DEFAULT_RUNTIME,
+        help=f"what runs the smoke container on the nodes (default: {DEFAULT_RUNTIME})",
+    )
+    parser.add_argument(
+        "--partition",
+        action="append",
+        metavar="P",
+        help="one verify job per target in each of these partitions (repeatable; default: the cluster's)",
+    )
+    parser.add_argument(
+        "--gres",
+        metavar="gpu:N",
+        help=f"GPUs each verify job asks for (default {DEFAULT_GRES}; none for CPU smoke)",
+    )
+    parser.add_argument("--time", default=DEFAULT_TIME, metavar="HH:MM:SS", help="each job's time limit")
+    parser.add_argument(
+        "--shared-dir",
+        metavar="DIR",
+        help="absolute directory every node sees: reports, records, job logs (default: <-o DIR>/shared)",
+    )
+    parser.add_argument("--account", metavar="A", help="the Slurm account the jobs are charged to")
+    add_matrix(parser)
+
+
 def _doctor(parser: argparse.ArgumentParser) -> None:
     from envbuild.host.doctor import DEFAULT_TIMEOUT_S
 
@@ -763,6 +796,15 @@ COMMANDS: tuple[Command, ...] = (
                 "the candidate by digest, the smoke command, one nvidia.com/gpu, non-root with a read-only "
                 "root filesystem. Collect `kubectl logs` and judge it with `envbuild verify --from-log` "
                 "(docs/ci.md: Verify on Kubernetes).",
+            ),
+            Command(
+                "slurm",
+                "Slurm batch scripts: verify a candidate by digest on GPU nodes, then promote",
+                _ci_slurm,
+                description="Write batch scripts for a Slurm cluster into -o DIR: one verify job per target "
+                "and partition (envbuild verify REPO@sha256:... --runtime R, report and record in the shared "
+                "directory), a promote job, and submit.sh, which sbatches them with promote depending on "
+                "every verify job (afterok). See docs/ci.md: Verify on a Slurm cluster.",
             ),
         ),
     ),

@@ -51,6 +51,7 @@ MATRIX_COMMANDS = {
     "ci github": ["ci", "github", "-f", SPEC],
     "ci gitlab": ["ci", "gitlab", "-f", SPEC],
     "ci k8s": ["ci", "k8s", "-f", SPEC],
+    "ci slurm": ["ci", "slurm", "-f", SPEC, "-o", "slurm-scripts"],
     "init": ["init", "-f", "envbuild.toml"],
     "doctor": ["doctor"],
     "matrix check": ["matrix", "check"],
