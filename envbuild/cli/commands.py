@@ -357,13 +357,17 @@ def verify(args: argparse.Namespace) -> int:
         sys.stderr.write(audit_summary(gate))
         gate.check()
     started = utc_now()
-    if args.from_log:  # the cluster ran it (envbuild ci k8s): judge its output, run nothing
-        from envbuild.runtime.fromlog import verify_from_log
+    if args.from_log:  # the cluster ran it (ci k8s, ci slurm's pyxis jobs): judge its output, run nothing
+        from envbuild.runtime.fromlog import RUNTIME, verify_from_log
 
-        result = verify_from_log(args.image, args.from_log, device=args.smoke_device)
+        result = verify_from_log(
+            args.image, args.from_log, device=args.smoke_device, runtime=args.runtime or RUNTIME
+        )
     else:
+        from envbuild.runtime import DEFAULT_RUNTIME
+
         result = verify(
-            args.runtime,
+            args.runtime or DEFAULT_RUNTIME,
             args.image,
             device=args.smoke_device,
             steps=args.steps,

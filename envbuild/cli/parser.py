@@ -346,9 +346,8 @@ def _verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runtime",
         choices=RUNTIMES,
-        default=DEFAULT_RUNTIME,
-        help="what runs the smoke container (default: docker); the others take REPO@sha256:... "
-        "(docs/ci.md: Verify on a Slurm cluster)",
+        help=f"what runs the smoke container (default: {DEFAULT_RUNTIME}); the others take REPO@sha256:... "
+        "(docs/ci.md: Verify on a Slurm cluster). With --from-log: what ran it (default: kubernetes)",
     )
     parser.add_argument(
         "--from-log",

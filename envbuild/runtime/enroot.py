@@ -53,7 +53,14 @@ def source_uri(run: SmokeRun) -> str:
     if run.local:
         return f"dockerd://{run.image}"
     ref = parse_reference(run.image)
-    return f"docker://{ref.api_host}#{ref.repository}@{ref.digest}"
+    return f"docker://{enroot_image(ref.name)}@{ref.digest}"
+
+
+def enroot_image(repository: str) -> str:
+    """REGISTRY#REPO: how Enroot (and pyxis's --container-image) names a repository, the registry
+    separated explicitly so no one guesses whether the first path part is a host."""
+    ref = parse_reference(repository)
+    return f"{ref.api_host}#{ref.repository}"
 
 
 def tool_env(run: SmokeRun) -> dict[str, str]:

@@ -22,11 +22,13 @@ from envbuild.image.verify import Verification, judge_output
 from envbuild.oci.reference import parse_reference
 from envbuild.runtime.driver import identify
 
-RUNTIME = "kubernetes"
+RUNTIME = "kubernetes"  # what ran the program, unless the caller says otherwise
 
 
-def verify_from_log(image: str, path: str, *, device: str = "gpu") -> Verification:
-    """The Verification of the smoke output in `path` for `image` (REPO@sha256:...); nothing runs."""
+def verify_from_log(image: str, path: str, *, device: str = "gpu", runtime: str = RUNTIME) -> Verification:
+    """The Verification of the smoke output in `path` for `image` (REPO@sha256:...); nothing runs.
+    `runtime`: what ran it, for the report: kubernetes (a Job's log), or enroot (`envbuild ci slurm`'s
+    pyxis jobs, where `srun --container-image` runs the program through Enroot)."""
     if not parse_reference(image).digest:
         raise UsageError(
             f"--from-log needs the image by digest, not {image!r}",
@@ -54,7 +56,7 @@ def verify_from_log(image: str, path: str, *, device: str = "gpu") -> Verificati
         image_id=image_id,
         platform=platform,
         emulated=False,
-        runtime=RUNTIME,
+        runtime=runtime,
     )
 
 

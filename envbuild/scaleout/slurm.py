@@ -19,9 +19,11 @@ patterns here, because sbatch reads those lines itself, not a shell; every value
 also one shell word (scaleout.quoting.shell_word). Targets with several platforms are refused: one
 cluster verifies one machine's image, and a multi-platform index needs every platform's report.
 
-No pyxis (`srun --container-image`) variant: the smoke program would run in the image, where no
-envbuild judges its output against the gates; `--runtime enroot` runs the same smoke step through
-Enroot with envbuild on the node judging it.
+With `--runtime enroot`, each verify job also gets a pyxis variant, `verify-<target>-<partition>.pyxis.sh`
+(`submit.sh --pyxis` sends those): `srun --container-image=REGISTRY#REPO@sha256:...` runs the smoke
+program in the candidate the way the cluster's training jobs run, and envbuild on the node judges its
+output with `verify --from-log --runtime enroot` (the same schema and gates), so promotion reads the
+report as any other. Sites with pyxis need no Enroot knowledge in the job, and no scratch space for it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.runtime import RUNTIMES
+from envbuild.runtime.enroot import enroot_image
 from envbuild.scaleout.bake import bake_target_name
 from envbuild.scaleout.ciplan import ci_plan
 from envbuild.scaleout.quoting import comment_text, shell_word
@@ -45,12 +48,14 @@ TEMPLATES = {
     "verify": "ci/slurm/verify.sh.j2",
     "promote": "ci/slurm/promote.sh.j2",
     "submit": "ci/slurm/submit.sh.j2",
+    "pyxis": "ci/slurm/verify-pyxis.sh.j2",
 }
 COMMAND = "ci slurm"
 DEFAULT_RUNTIME = "apptainer"
 DEFAULT_GRES = "gpu:1"
 DEFAULT_TIME = "01:00:00"
 ANY_PARTITION = "any"  # the directory name of a job sent to the cluster's default partition
+PYXIS_SUFFIX = ".pyxis"  # verify-<target>-<partition>.pyxis.sh: the srun --container-image variant
 SHARED_NAME = "shared"  # default shared directory: <-o DIR>/shared
 DIGEST_PATTERN = "^[^@]+@sha256:[0-9a-f]{64}$"
 
@@ -64,14 +69,16 @@ _DIR_RE = re.compile(r"/[A-Za-z0-9_./+-]*")
 class SlurmJob:
     """One verify job: the target it verifies, the partition it runs in (None: the default one)."""
 
-    __slots__ = ("target", "key", "partition", "script", "directory")
+    __slots__ = ("target", "key", "partition", "stem", "script", "pyxis_script", "directory")
 
     def __init__(self, target: str, partition: str | None, shared: str) -> None:
         self.target = target
         self.key = bake_target_name(target)
         self.partition = partition
         place = partition or ANY_PARTITION
-        self.script = f"verify-{self.key}-{place}.sh"
+        self.stem = f"verify-{self.key}-{place}"
+        self.script = f"{self.stem}.sh"
+        self.pyxis_script = f"{self.stem}{PYXIS_SUFFIX}.sh"
         self.directory = f"{shared}/{self.key}/{place}"
 
 
@@ -171,17 +178,28 @@ def slurm_scripts(
     }
     env = environment({"sh": shell_word, "comment": comment_text})
     files: dict[str, str] = {}
+    pyxis = runtime == "enroot"  # pyxis runs containers through Enroot: the same image, srun's own way
     for job in jobs:
         files[job.script] = env.get_template(TEMPLATES["verify"]).render(
             common | {"job": job, "runtime": runtime, "smoke": plan.smoke}
         )
+        if pyxis:
+            files[job.pyxis_script] = env.get_template(TEMPLATES["pyxis"]).render(
+                common | {"job": job, "smoke": plan.smoke, "enroot_image": enroot_image(plan.staging)}
+            )
     # every verify job must pass before promote runs (afterok), so any one report stands for all
     promotions = [{"target": name, "tags": tags, "job": first[name]} for name, tags in plan.promotions]
     files["promote.sh"] = env.get_template(TEMPLATES["promote"]).render(
         common | {"promotions": promotions, "targets": plan.targets}
     )
     files["submit.sh"] = env.get_template(TEMPLATES["submit"]).render(
-        common | {"jobs": jobs, "targets": [(name, bake_target_name(name)) for name in plan.targets]}
+        common
+        | {
+            "jobs": jobs,
+            "targets": [(name, bake_target_name(name)) for name in plan.targets],
+            "pyxis": pyxis,
+            "pyxis_suffix": PYXIS_SUFFIX,
+        }
     )
     return files
 

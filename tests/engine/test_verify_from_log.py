@@ -115,3 +115,12 @@ def test_a_log_with_no_report_or_an_image_by_tag_is_refused(candidate, tmp_path:
     assert "by digest" in capsys.readouterr().err
     assert main(["verify", ref, "--from-log", str(tmp_path / "missing.log")]) == 2
     assert "--from-log" in capsys.readouterr().err
+
+
+def test_a_pyxis_jobs_log_names_enroot_as_what_ran_it(logs, candidate, tmp_path: Path) -> None:
+    """`envbuild ci slurm --runtime enroot`'s pyxis jobs judge srun's output with --runtime enroot."""
+    ref, _, _ = candidate
+    report = tmp_path / "smoke.json"
+    args = ["verify", ref, "--from-log", str(logs["passed"]), "--smoke-device", "cpu", "--runtime", "enroot"]
+    assert main([*args, "--report", str(report)]) == 0
+    assert json.loads(report.read_text())["report"]["runtime"] == "enroot"

@@ -123,11 +123,19 @@ def test_submit_sbatches_every_verify_job_then_promote_depending_on_all(matrix: 
     submitted = [
         shlex.split(line.split("$(submit ", 1)[1].rstrip(")")) for line in lines if "$(submit " in line
     ]
+    # each verify job's script (its pyxis variant with submit.sh --pyxis: never here, apptainer has none)
+    assert [line for line in lines if line.startswith("script=")] == [
+        "script=verify-hopper-h100${variant}.sh",
+        "script=verify-hopper-l4${variant}.sh",
+        "script=verify-ada-l4-h100${variant}.sh",
+        "script=verify-ada-l4-l4${variant}.sh",
+    ]
+    assert "variant=" in lines and "--pyxis" not in text
     assert submitted == [
-        ["$here/verify-hopper-h100.sh", "$candidate_1"],
-        ["$here/verify-hopper-l4.sh", "$candidate_1"],
-        ["$here/verify-ada-l4-h100.sh", "$candidate_2"],
-        ["$here/verify-ada-l4-l4.sh", "$candidate_2"],
+        ["$here/$script", "$candidate_1"],
+        ["$here/$script", "$candidate_1"],
+        ["$here/$script", "$candidate_2"],
+        ["$here/$script", "$candidate_2"],
         [
             "--dependency=afterok:$dependency",
             "--kill-on-invalid-dep=yes",
@@ -161,8 +169,9 @@ def test_submit_sbatches_every_verify_job_then_promote_depending_on_all(matrix: 
         ],
         ["-f", str(CPU), "--runtime", "docker", "--time", "2-00:00:00", "--shared-dir", "/scratch/e b+x"],
         ["-f", str(TORCH_EXAMPLE), "--gres", "gpu:a100:8"],
+        ["-f", str(TWO), "--runtime", "enroot", "--partition", "h100"],
     ],
-    ids=["two-partitions", "cpu", "torch"],
+    ids=["two-partitions", "cpu", "torch", "enroot-with-pyxis"],
 )
 def test_every_script_is_shellcheck_clean(tmp_path: Path, args: list[str]) -> None:
     if "/scratch/e b+x" in args:  # a space cannot go into an #SBATCH line: refused, then a plain one
@@ -245,3 +254,48 @@ def test_a_target_with_several_platforms_is_refused(tmp_path: Path, capsys) -> N
     spec = GOLDEN / "ci" / "platforms.toml"
     assert main(["ci", "slurm", "-f", str(spec), "-o", str(tmp_path / "out")]) == 2
     assert "several platforms" in capsys.readouterr().err
+
+
+def test_enroot_jobs_get_a_pyxis_variant_that_srun_runs_and_envbuild_judges(matrix: Matrix) -> None:
+    """pyxis runs the candidate through Enroot (srun --container-image=REGISTRY#REPO@DIGEST); envbuild
+    on the node judges the program's output with the same gates (verify --from-log --runtime enroot)."""
+    files = scripts(matrix, TWO, runtime="enroot", partitions=["h100"])
+    assert sorted(files) == [
+        "promote.sh",
+        "submit.sh",
+        "verify-ada-l4-h100.pyxis.sh",
+        "verify-ada-l4-h100.sh",
+        "verify-hopper-h100.pyxis.sh",
+        "verify-hopper-h100.sh",
+    ]
+    text = files["verify-hopper-h100.pyxis.sh"]
+    lines = logical_lines(text)
+    (srun,) = [line for line in lines if line.startswith("srun ")]
+    assert shlex.split(srun.split(" >", 1)[0]) == [
+        "srun",
+        "--ntasks=1",
+        "--container-image=ghcr.io#acme/train@${candidate#*@}",
+        "--no-container-mount-home",
+        "--no-container-remap-root",
+        "--no-container-entrypoint",
+        "--container-workdir=/tmp",
+        "python",
+        "/opt/envbuild/smoke.py",
+        "--device",
+        "gpu",
+        "--steps",
+        "7",  # the spec's [smoke]
+        "--precision",
+        "bf16",
+    ]
+    assert srun.endswith('>"$out/smoke.log" || status=$?')
+    (judged,) = envbuild_commands(text)
+    assert judged[:2] == ["verify", "$candidate"]
+    assert judged[judged.index("--from-log") + 1] == "$out/smoke.log"
+    assert judged[judged.index("--runtime") + 1] == "enroot"
+    assert judged[judged.index("--report") + 1] == "$out/report.json"
+    assert "#SBATCH --gres=gpu:1" in lines and "#SBATCH --partition=h100" in lines
+    submit = logical_lines(files["submit.sh"])
+    assert "if [[ ${1:-} == --pyxis ]]; then" in submit and "  variant=.pyxis" in submit
+    # apptainer and charliecloud have no pyxis variant
+    assert not [name for name in scripts(matrix, TWO, runtime="charliecloud") if ".pyxis" in name]
