@@ -552,6 +552,7 @@ def doctor(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         gpu=args.gpu,
         registries=tuple(args.registry),
+        runtime=args.runtime,
     )
     sys.stdout.write(to_json(checks) + "\n" if args.json else to_text(checks))
     return EXIT_FAILURE if any(c.status == "fail" for c in checks) else EXIT_OK

@@ -547,6 +547,7 @@ def _ci_slurm(parser: argparse.ArgumentParser) -> None:
 
 def _doctor(parser: argparse.ArgumentParser) -> None:
     from envbuild.host.doctor import DEFAULT_TIMEOUT_S
+    from envbuild.runtime import DEFAULT_RUNTIME, RUNTIMES
 
     subject = parser.add_mutually_exclusive_group()
     subject.add_argument(
@@ -572,6 +573,13 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"one deadline for the whole run; checks it cuts off fail (default {DEFAULT_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--runtime",
+        choices=RUNTIMES,
+        default=DEFAULT_RUNTIME,
+        help="what `verify --runtime` will run containers with here (default: docker); another checks "
+        "that runtime (binary, version, GPU path) instead of the Docker Engine and toolkit",
     )
     add_json(parser, "the checks as JSON")
     add_matrix(parser)

@@ -19,10 +19,12 @@ import shutil
 import subprocess
 
 from envbuild._util.deadline import Deadline, DeadlineExceeded
-from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild._util.record import TYPE_CHECKING
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, UsageError
+from envbuild.host.check import Check
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
+from envbuild.host.runtimecheck import HPC_RUNTIMES, SLOW_FIX, check_runtime, other_runtimes_hint
 from envbuild.image.platforms import describe, host_machine, platform_of
 from envbuild.matrix.arch import parse_arch_list
 from envbuild.matrix.lifecycle import base_image_warning, today
@@ -45,14 +47,6 @@ HOT_C = 85
 BUSY_MIB = 1024  # memory held by other processes worth a warning
 DEFAULT_TIMEOUT_S = 60.0  # the whole doctor run
 ENGINE_TIMEOUT_S = 10  # one Engine API request, or one nvidia-container-cli call
-
-
-class Check(Record):
-    __slots__ = ("name", "status", "evidence", "fix")
-    name: str
-    status: str  # ok | warn | fail | skip
-    evidence: str
-    fix: str | None
 
 
 def _driver(smi: SmiReport | None) -> Driver | None:
@@ -321,7 +315,7 @@ def check_docker(deadline: Deadline | None = None, *, gpu: bool = True) -> list[
             status="fail",
             evidence=f"not reachable: {engine_reason(exc)}",
             fix="start dockerd (systemctl start docker), check DOCKER_HOST, and that this user may use "
-            "the socket (the docker group)",
+            "the socket (the docker group)" + other_runtimes_hint(),
         )
         if not gpu:
             return [unreachable]
@@ -680,9 +674,25 @@ def attestation_checks(image: str, summarize: Callable[[str], str | None] | None
 
 
 def check_inputs(
-    *, timeout: float, lock: str | None, image: str | None = None, registries: tuple[str, ...] = ()
+    *,
+    timeout: float,
+    lock: str | None,
+    image: str | None = None,
+    registries: tuple[str, ...] = (),
+    runtime: str = "docker",
 ) -> None:
     """Refuse bad flags before any check runs: a usage error should not wait out a slow host."""
+    if runtime != "docker" and runtime not in HPC_RUNTIMES:
+        raise UsageError(
+            f"--runtime {runtime!r} is not a runtime envbuild runs",
+            fix=f"pick one of docker, {', '.join(HPC_RUNTIMES)}",
+        )
+    if runtime != "docker" and image is not None:
+        raise UsageError(
+            f"--image reads the image from the local Docker Engine, which --runtime {runtime} does not use",
+            fix=f"drop --image and run the image's smoke step instead: envbuild verify REPO@sha256:... "
+            f"--runtime {runtime}; or judge a stack with --lock envbuild.lock",
+        )
     if not (math.isfinite(timeout) and timeout > 0):
         raise UsageError(
             f"--timeout {timeout:g} is not a positive number of seconds",
@@ -746,8 +756,11 @@ _SLOW = {
 }
 
 
+_ENGINE_SLOW = "the Engine did not answer in time: check `docker info` by hand"
+
+
 def _timed_out(name: str, deadline: Deadline) -> Check:
-    why = _SLOW.get(name, "the Engine did not answer in time: check `docker info` by hand")
+    why = SLOW_FIX if name in HPC_RUNTIMES else _SLOW.get(name, _ENGINE_SLOW)
     return Check(
         name=name,
         status="fail",
@@ -777,13 +790,16 @@ def run_doctor(
     gpu: bool = True,
     registries: tuple[str, ...] = (),
     attestations: Callable[[str], str | None] | None = None,
+    runtime: str = "docker",
 ) -> list[Check]:
     """Every check, in the field's order, within one deadline of `timeout` seconds.
 
     `gpu=False` (--no-gpu, for CPU CI runners) runs no nvidia-smi and no NVIDIA runtime check: the
     Engine, BuildKit, and the login to each of `registries`. `attestations`: what makes the image's
-    attestation line (attestation_checks)."""
-    check_inputs(timeout=timeout, lock=lock, image=image, registries=registries)
+    attestation line (attestation_checks). `runtime` (--runtime) other than docker: that runtime's
+    checks (host.runtimecheck) take the place of the Engine, NVIDIA runtime, toolkit and BuildKit
+    ones, for a Slurm node that verifies with it and has no Docker daemon."""
+    check_inputs(timeout=timeout, lock=lock, image=image, registries=registries, runtime=runtime)
     deadline = Deadline(timeout)
     found: dict[str, SmiReport | None] = {"smi": None}
 
@@ -814,6 +830,9 @@ def run_doctor(
             ("docker engine", lambda: check_docker(deadline, gpu=False)),
             ("buildkit", lambda: [check_buildkit()]),
         ]
+    if runtime != "docker":
+        steps = [step for step in steps if step[0] not in ("docker engine", "buildkit")]
+        steps.append((runtime, lambda: check_runtime(runtime, deadline, gpu=gpu)))
     for registry in registries:
         steps.append((f"registry {registry}", lambda registry=registry: [check_registry(registry, deadline)]))
     if lock:

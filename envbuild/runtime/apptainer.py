@@ -53,6 +53,7 @@ class Apptainer(ContainerRuntime):
         "or `module load apptainer` on a cluster), or pick another --runtime"
     )
     limits = ("runs as the calling user, not the image's USER: Apptainer does not switch users",)
+    version_argv = ("apptainer", "--version")  # "apptainer version 1.3.4"
 
     def fetch(self, run: SmokeRun) -> list[Step]:
         argv = ["apptainer", "pull", "--disable-cache"]

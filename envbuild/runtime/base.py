@@ -71,6 +71,16 @@ class ContainerRuntime:
     install_fix: ClassVar[str]  # how to get it, for the error when it is missing
     # what the runtime cannot do that Docker does, said in `verify`'s output and the docs
     limits: ClassVar[tuple[str, ...]] = ()
+    # the command that prints its version (`envbuild doctor --runtime NAME` runs it): here, so this
+    # module stays the one place that knows the runtime's command line
+    version_argv: ClassVar[tuple[str, ...]] = ()
+    # the oldest version `verify` works with, and why; None: any version does
+    min_version: ClassVar[tuple[int, ...] | None] = None
+    min_version_why: ClassVar[str] = ""
+
+    def version_step(self) -> Step:
+        """The version command as a Step: a runtime whose tool needs host variables adds them."""
+        return step("print its version", *self.version_argv)
 
     def fetch(self, run: SmokeRun) -> list[Step]:
         raise NotImplementedError

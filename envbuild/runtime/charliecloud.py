@@ -49,6 +49,10 @@ class Charliecloud(ContainerRuntime):
         "or `module load charliecloud` on a cluster), or pick another --runtime"
     )
     limits = ("no network isolation: Charliecloud has no network namespace",)
+    version_argv = ("ch-run", "--version")  # "0.31", on stderr
+
+    def version_step(self) -> Step:
+        return step("print its version", *self.version_argv, env=_tool_env())  # ch-run wants $USER too
 
     def fetch(self, run: SmokeRun) -> list[Step]:
         image_dir = run.path(IMAGE_DIR)

@@ -80,6 +80,9 @@ class Enroot(ContainerRuntime):
         "runs as the calling user, not the image's USER: Enroot maps only the caller (or root)",
         "no network isolation: released Enroot versions have no network namespace",
     )
+    version_argv = ("enroot", "version")  # "4.0.1"
+    min_version = (4, 0)
+    min_version_why = "`enroot import docker://REGISTRY#REPO@sha256:...` (by digest) is Enroot 4.0's"
 
     def fetch(self, run: SmokeRun) -> list[Step]:
         env = tool_env(run)
