@@ -34,6 +34,7 @@ from envbuild._util.deadline import Deadline, DeadlineExceeded
 from envbuild._util.redact import redact
 from envbuild.host.check import Check
 from envbuild.runtime import RUNTIMES, runtime_named
+from envbuild.runtime.driver import run_step
 
 VERSION_TIMEOUT_S = 10  # one version command, or one `ldconfig -p`
 HPC_RUNTIMES = tuple(name for name in RUNTIMES if name != "docker")
@@ -44,7 +45,7 @@ SLOW_FIX = (
 )
 ENROOT_SYSCONF_DEFAULT = "/etc/enroot"
 ENROOT_NVIDIA_HOOK = "98-nvidia.sh"
-_VERSION = re.compile(r"\b(\d+(?:\.\d+)+|\d+)\b")
+_VERSION = re.compile(r"\b(\d+(?:\.\d+)+)\b")  # dotted: a bare number is more often a line number
 _CPU_FIX = "or verify on the CPU: --smoke-device cpu (and doctor --no-gpu)"
 _CONTAINER_CLI_FIX = (
     "install libnvidia-container-tools (it provides nvidia-container-cli; "
@@ -112,14 +113,8 @@ def check_binary(name: str, deadline: Deadline) -> Check:
     command = runtime.version_step()
     shown = " ".join(command.argv)
     timeout = deadline.budget(VERSION_TIMEOUT_S)
-    try:
-        done = subprocess.run(
-            [path, *command.argv[1:]],
-            capture_output=True,
-            check=False,
-            timeout=timeout,
-            env={**os.environ, **command.env} if command.env else None,
-        )
+    try:  # run_step: in a process group of its own, killed whole on a timeout (a wrapper's children)
+        code, stdout, stderr = run_step(command.replace(argv=(path, *command.argv[1:])), timeout)
     except subprocess.TimeoutExpired:
         if deadline.expired():
             raise DeadlineExceeded from None
@@ -136,15 +131,13 @@ def check_binary(name: str, deadline: Deadline) -> Check:
             evidence=f"{path} could not run: {exc}",
             fix=f"check that {path} is executable and whole; {runtime.install_fix}",
         )
-    said = " ".join((done.stdout + b"\n" + done.stderr).decode("utf-8", errors="replace").split()).strip()
-    said = redact(said[:200])
-    version = parse_version(said) if done.returncode == 0 else None
+    said = redact(" ".join(f"{stdout}\n{stderr}".split())[:200])
+    version = parse_version(said) if code == 0 else None
     if version is None:
         return Check(
             name=name,
             status="fail",
-            evidence=f"`{shown}` (at {path}) exited {done.returncode} without a version: "
-            f"{said or 'no output'}",
+            evidence=f"`{shown}` (at {path}) exited {code} without a version: {said or 'no output'}",
             fix=f"run `{shown}` by hand; {runtime.install_fix}",
         )
     shown_version = ".".join(map(str, version))
