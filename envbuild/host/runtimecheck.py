@@ -34,7 +34,6 @@ from envbuild._util.deadline import Deadline, DeadlineExceeded
 from envbuild._util.redact import redact
 from envbuild.host.check import Check
 from envbuild.runtime import RUNTIMES, runtime_named
-from envbuild.runtime.driver import run_step
 
 VERSION_TIMEOUT_S = 10  # one version command, or one `ldconfig -p`
 HPC_RUNTIMES = tuple(name for name in RUNTIMES if name != "docker")
@@ -110,6 +109,8 @@ def check_binary(name: str, deadline: Deadline) -> Check:
             evidence=f"`{runtime.binary}` is not on PATH",
             fix=runtime.install_fix,
         )
+    from envbuild.runtime.driver import run_step  # late: it brings image.verify, which plain doctor skips
+
     command = runtime.version_step()
     shown = " ".join(command.argv)
     timeout = deadline.budget(VERSION_TIMEOUT_S)
