@@ -817,7 +817,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "doctor",
-        "check this host: nvidia-smi, driver, GPUs, Docker and the toolkit; can it run a lock or image",
+        "check this host: nvidia-smi, driver, GPUs, Docker or --runtime R; can it run a lock or image",
         _doctor,
         description="The field's host checklist, each line ok/warn/fail/skip with evidence and a fix. "
         "Exit 0 when nothing failed, 1 otherwise.",
