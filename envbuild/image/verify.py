@@ -125,6 +125,15 @@ def _engine_error(exc: Exception, doing: str) -> VerifyError:
     )
 
 
+def smoke_timed_out(timeout: int) -> VerifyError:
+    """The error of a smoke step that ran past its timeout, whichever runtime ran it."""
+    return VerifyError(
+        f"the smoke step did not finish within {timeout}s",
+        fix="a hang in the first steps usually means a driver or NCCL problem (run nvidia-smi, retry "
+        "with NCCL_DEBUG=INFO); a slow but healthy image needs a larger [smoke] timeout",
+    )
+
+
 def tail_lines(text: str, lines: int = 5) -> str:
     tail = [line for line in text.strip().splitlines() if line.strip()][-lines:]
     return " | ".join(tail)
@@ -206,12 +215,7 @@ def verify_image(
             if isinstance(exc, requests.exceptions.Timeout) or waited >= timeout * 0.9:
                 with contextlib.suppress(docker.errors.APIError):
                     container.kill()
-                raise VerifyError(
-                    f"the smoke step did not finish within {timeout}s",
-                    fix="a hang in the first steps usually means a driver or NCCL problem (run "
-                    "nvidia-smi, retry with NCCL_DEBUG=INFO); a slow but healthy image needs a larger "
-                    "[smoke] timeout",
-                ) from None
+                raise smoke_timed_out(timeout) from None
             raise VerifyError(
                 f"lost the connection to the Docker Engine while the smoke step ran: {exc}",
                 fix="check that dockerd is healthy (`docker info`) and retry",

@@ -26,7 +26,14 @@ import time
 
 from envbuild.errors import VerifyError
 from envbuild.image.platforms import host_platform
-from envbuild.image.verify import SMOKE_PATH, Verification, check_runnable, judge_output, tail_lines
+from envbuild.image.verify import (
+    SMOKE_PATH,
+    Verification,
+    check_runnable,
+    judge_output,
+    smoke_timed_out,
+    tail_lines,
+)
 from envbuild.matrix.platforms import normalize
 from envbuild.oci.reference import parse_reference
 from envbuild.runtime.base import SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step
@@ -92,11 +99,7 @@ def verify_with(
         try:
             exit_code, stdout, stderr = run_step(smoke, timeout)
         except subprocess.TimeoutExpired:
-            raise VerifyError(
-                f"the smoke step did not finish within {timeout}s",
-                fix="a hang in the first steps usually means a driver or NCCL problem (run nvidia-smi, "
-                "retry with NCCL_DEBUG=INFO); a slow but healthy image needs a larger [smoke] timeout",
-            ) from None
+            raise smoke_timed_out(timeout) from None
         seconds = round(time.monotonic() - started, 3)
     finally:
         for item in runtime.cleanup(run) if fetched else []:
