@@ -21,6 +21,7 @@ import requests
 
 from envbuild.cli.app import main
 from envbuild.render.context import is_envbuild_context
+from tests.helpers.capability import missing
 from tests.helpers.docker import architecture, docker
 from tests.helpers.registry import index_over_pushed
 
@@ -59,8 +60,8 @@ INDEX = "application/vnd.oci.image.index.v1+json"
 
 @pytest.fixture(autouse=True)
 def x86_64_host() -> None:
-    if platform.machine() != "x86_64":
-        pytest.skip(f"emulates arm64 on an x86_64 host (this one is {platform.machine()})")
+    if platform.machine() != "x86_64":  # on an arm64 host nothing is emulated: the claim goes unchecked
+        missing(f"emulates arm64 on an x86_64 host (this one is {platform.machine()})")
 
 
 def build(tmp_path: Path, spec_text: str, wheelhouse: Path, base: str, *extra: str) -> tuple[int, Path]:

@@ -24,9 +24,10 @@ import pytest
 import requests
 
 from envbuild.cli.app import main
+from tests.helpers.capability import missing
 from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
 from tests.helpers.registry import manifest_digest, push
-from tests.helpers.slurm import job_field, missing, require_cluster, wait_for_jobs
+from tests.helpers.slurm import job_field, require_cluster, wait_for_jobs
 
 pytestmark = pytest.mark.docker
 REPOSITORY = "envbuild-test/slurm-e2e"

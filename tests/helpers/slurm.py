@@ -3,7 +3,6 @@ waiting on the real one-node Slurm cluster .ci/run starts (munged, slurmctld, sl
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import subprocess
@@ -11,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.capability import missing
 
 ENVBUILD_COMMAND = '"${envbuild[@]}"'
 FINISHED = {
@@ -23,13 +24,6 @@ FINISHED = {
     "PREEMPTED",
     "DEADLINE",
 }
-
-
-def missing(why: str) -> None:
-    """A tool the test needs is not here: fail in CI (ENVBUILD_REQUIRE_DOCKER=1), skip elsewhere."""
-    if os.environ.get("ENVBUILD_REQUIRE_DOCKER") == "1":
-        pytest.fail(why)
-    pytest.skip(why)
 
 
 def shellcheck(*paths: Path) -> subprocess.CompletedProcess[str]:

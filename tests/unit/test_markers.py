@@ -69,3 +69,16 @@ def test_pypi_unreachable_skips_here_and_fails_in_ci(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("ENVBUILD_REQUIRE_DOCKER", "1")
     with pytest.raises(pytest.fail.Exception, match="PyPI is needed here and no route"):
         pypi_unreachable("no route")
+
+
+def test_a_missing_capability_skips_here_and_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule every other host-dependent test follows (tests/helpers/capability.py): the Slurm and
+    Charliecloud tools, a Python 3.8, a tmpfs mount, an x86_64 host for the QEMU tests."""
+    from tests.helpers.capability import missing
+
+    monkeypatch.delenv("ENVBUILD_REQUIRE_DOCKER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no sbatch"):
+        missing("no sbatch")
+    monkeypatch.setenv("ENVBUILD_REQUIRE_DOCKER", "1")
+    with pytest.raises(pytest.fail.Exception, match="no sbatch"):
+        missing("no sbatch")
