@@ -19,7 +19,6 @@ prune` reclaims them.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,6 +28,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from envbuild._testing.dockercli import docker  # noqa: E402
 
 BASE = "envbuild-test/bookworm:latest"
 SPEC = """[stack]
@@ -52,19 +53,6 @@ RUN apt-get update && apt-get install -y --no-install-recommends python3 python3
     envbuild-bench-nonce \\
  && rm -rf /wheels
 """
-
-
-def docker(*args: str) -> subprocess.CompletedProcess[str]:
-    cli = os.environ.get("DOCKER_CLI") or (
-        "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
-    )
-    result = subprocess.run(
-        [cli, *args], capture_output=True, text=True, env={**os.environ, "DOCKER_BUILDKIT": "1"}
-    )
-    if result.returncode != 0:  # say why (a full disk, a broken mirror), not just that it failed
-        sys.stderr.write(result.stderr[-3000:])
-        result.check_returncode()
-    return result
 
 
 def timed_build(context: Path, tag: str, *extra: str) -> float:

@@ -28,22 +28,11 @@ import requests
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from envbuild._testing.dockercli import docker  # noqa: E402
+
 BASE = "envbuild-test/bookworm:latest"
 CUDA_RUN = "-r /opt/envbuild/requirements-cuda.txt"
 MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
-
-
-def docker(*args: str) -> subprocess.CompletedProcess[str]:
-    cli = os.environ.get("DOCKER_CLI") or (
-        "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
-    )
-    result = subprocess.run(
-        [cli, *args], capture_output=True, text=True, env={**os.environ, "DOCKER_BUILDKIT": "1"}
-    )
-    if result.returncode != 0:
-        sys.stderr.write(result.stderr[-3000:])
-        result.check_returncode()
-    return result
 
 
 def layer_blobs(registry: str, repository: str, tag: str) -> dict[str, int]:

@@ -30,6 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from envbuild._testing.dockercli import docker  # noqa: E402
+
 BASE = "envbuild-test/bookworm:latest"
 SPEC = """[stack]
 driver = "580"
@@ -42,19 +44,6 @@ pip = ["six==1.16.0"]
 """
 TARGET_RATIO = 1.5
 REPEAT = 3
-
-
-def docker(*args: str) -> str:
-    cli = os.environ.get("DOCKER_CLI") or (
-        "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
-    )
-    result = subprocess.run(
-        [cli, *args], capture_output=True, text=True, env={**os.environ, "DOCKER_BUILDKIT": "1"}
-    )
-    if result.returncode != 0:
-        sys.stderr.write(result.stderr[-3000:])
-        result.check_returncode()
-    return result.stdout.strip()
 
 
 def envbuild(*args: str) -> float:
@@ -87,7 +76,7 @@ def main() -> int:
         envbuild(*render, "--wheelhouse", str(wheels), "--base-image", BASE)
         docker("build", "-q", "-t", local, str(work / "out" / "default"))
         docker("tag", local, remote)
-        pushed = docker("push", remote)
+        pushed = docker("push", remote).stdout
         digest = next(word for word in pushed.split() if word.startswith("sha256:"))
         candidate = f"{remote.rsplit(':', 1)[0]}@{digest}"
 
