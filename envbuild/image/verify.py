@@ -34,10 +34,14 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.platforms import accepted
 from envbuild.matrix.versions import format_driver
 from envbuild.oci.labels import ROLE
-from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES
+from envbuild.smoke import (
+    DEFAULT_PRECISION,
+    DEFAULT_STEPS,
+    DEFAULT_TIMEOUT_S,
+    DEVICES,
+    smoke_command,
+)
 from envbuild.smoke.report import gate_problems, parse_report, validate
-
-SMOKE_PATH = "/opt/envbuild/smoke.py"
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
@@ -177,7 +181,7 @@ def verify_image(
                 ) from None
 
     platform, run = _how_it_runs(client, image, device)
-    command = ["python", SMOKE_PATH, "--device", device, "--steps", str(steps), "--precision", precision]
+    command = list(smoke_command(device, steps, precision))
     options: dict[str, object] = {
         "command": command,
         "name": f"envbuild-smoke-{uuid.uuid4().hex[:12]}",

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 from envbuild.errors import UsageError
 from envbuild.render.plan import Plan
+from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec
 
 DEF_FILE = "envbuild.def"
-SMOKE_PATH = "/opt/envbuild/smoke.py"  # where the Dockerfile copies the smoke program (image.verify)
 DIGEST_VARIABLE = "digest"
 
 
@@ -37,7 +37,7 @@ def definition(plan: Plan, spec: Spec, target: str) -> str:
     smoke = spec.smoke
     sif = target.replace("/", "-") + ".sif"  # <target>/<arch> for one platform of several
     label_lines = "".join(f"    {key} {label_value(key, value)}\n" for key, value in plan.labels)
-    test = f"{SMOKE_PATH} --device {smoke.device} --steps {smoke.steps} --precision {smoke.precision}"
+    test = " ".join(smoke_command(smoke.device, smoke.steps, smoke.precision))
     return (
         f"# envbuild render --apptainer: target {target} ({plan.platform}). Build the SIF from the pushed\n"
         f"# candidate, by digest (Apptainer >= 1.2):\n"
@@ -55,7 +55,7 @@ def definition(plan: Plan, spec: Spec, target: str) -> str:
         "\n%runscript\n"
         '    exec "$@"\n'
         "\n%test\n"
-        f"    exec python {test}\n"
+        f"    exec {test}\n"
     )
 
 

@@ -27,7 +27,6 @@ import time
 from envbuild.errors import VerifyError
 from envbuild.image.platforms import host_platform
 from envbuild.image.verify import (
-    SMOKE_PATH,
     Verification,
     check_runnable,
     judge_output,
@@ -37,17 +36,13 @@ from envbuild.image.verify import (
 from envbuild.matrix.platforms import normalize
 from envbuild.oci.reference import parse_reference
 from envbuild.runtime.base import SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step
-from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S
+from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, smoke_command
 
 # getting and unpacking an image of a few GB over a cluster's network takes minutes, not the smoke
 # step's seconds; this bounds a hung pull, not a slow one
 FETCH_TIMEOUT_S = 3600
 # where runs unpack images: $ENVBUILD_RUNTIME_DIR (a node-local disk on a cluster), else $TMPDIR
 WORKDIR_ENV = "ENVBUILD_RUNTIME_DIR"
-
-
-def smoke_argv(device: str, steps: int, precision: str) -> tuple[str, ...]:
-    return ("python", SMOKE_PATH, "--device", device, "--steps", str(steps), "--precision", precision)
 
 
 def verify_with(
@@ -74,7 +69,7 @@ def verify_with(
         image_id=image_id,
         platform=platform,
         device=device,
-        argv=smoke_argv(device, steps, precision),
+        argv=smoke_command(device, steps, precision),
         env=dict(env or {}),
         user=user,
         workdir=workdir,

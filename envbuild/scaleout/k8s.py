@@ -43,10 +43,12 @@ from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import short
 from envbuild.oci import labels
+from envbuild.oci.reference import DIGEST_RE
 from envbuild.render.plan import MICROMAMBA_UID, USER_UID
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.scaleout.bake import platform_builds
 from envbuild.scaleout.quoting import yaml_scalar
+from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec
 
 # the Kubernetes version the Jobs are validated against (kubernetes-validate, in the tests; docs/ci.md)
@@ -59,7 +61,6 @@ TTL_S = 86400  # a day to run `kubectl logs` before the Job is deleted
 DEFAULT_OUTPUT = "k8s"
 COMMAND = "ci k8s"
 PLACEHOLDER = "DIGEST"
-SMOKE = "/opt/envbuild/smoke.py"
 APP_LABEL = "app.kubernetes.io/name"
 APP = "envbuild-verify"
 
@@ -67,7 +68,6 @@ _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 class K8sJob(Record):
@@ -153,13 +153,14 @@ def job_document(
     """One batch/v1 Job that runs the smoke program once, as the image's non-root user."""
     smoke = spec.smoke
     on_gpu = smoke.device == "gpu"
+    command = smoke_command(smoke.device, smoke.steps, smoke.precision)
     job_labels = {k: v for k, v in job_labels.items() if v}
     container = {
         "name": "smoke",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["python", SMOKE],
-        "args": ["--device", smoke.device, "--steps", str(smoke.steps), "--precision", smoke.precision],
+        "command": list(command[:2]),  # python /opt/envbuild/smoke.py
+        "args": list(command[2:]),
         "env": [
             {"name": "HOME", "value": "/tmp"},
             {"name": "TMPDIR", "value": "/tmp"},
@@ -254,7 +255,7 @@ def image_refs(values: list[str], builds: list[str]) -> dict[str, str]:
                 fix="pass the digest `envbuild build --push` printed for that build",
             )
         repo, at, digest = ref.partition("@")
-        if not at or not _DIGEST.fullmatch(digest) or not _repository(repo):
+        if not at or not DIGEST_RE.fullmatch(digest) or not _repository(repo):
             raise UsageError(
                 f"--image {value!r}: the image must be REPO@sha256:<64 lowercase hex>, with no tag",
                 fix="pass the digest `envbuild build --push` printed for that build",

@@ -42,6 +42,7 @@ from envbuild.runtime.enroot import enroot_image
 from envbuild.scaleout.bake import bake_target_name
 from envbuild.scaleout.ciplan import ci_plan
 from envbuild.scaleout.quoting import comment_text, shell_word
+from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec
 
 TEMPLATES = {
@@ -185,7 +186,13 @@ def slurm_scripts(
         )
         if pyxis:
             files[job.pyxis_script] = env.get_template(TEMPLATES["pyxis"]).render(
-                common | {"job": job, "smoke": plan.smoke, "enroot_image": enroot_image(plan.staging)}
+                common
+                | {
+                    "job": job,
+                    "smoke": plan.smoke,
+                    "smoke_command": smoke_command(plan.smoke.device, plan.smoke.steps, plan.smoke.precision),
+                    "enroot_image": enroot_image(plan.staging),
+                }
             )
     # every verify job must pass before promote runs (afterok), so any one report stands for all
     promotions = [{"target": name, "tags": tags, "job": first[name]} for name, tags in plan.promotions]

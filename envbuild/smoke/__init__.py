@@ -26,11 +26,13 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DEVICES",
     "FRAMEWORKS",
+    "IMAGE_PROGRAM",
     "PRECISIONS",
     "PROGRAMS_DIR",
     "STEPS_RANGE",
     "TIMEOUT_RANGE_S",
     "program_files",
+    "smoke_command",
 ]
 
 FRAMEWORKS = ("torch", "tensorflow", "jax")
@@ -42,11 +44,19 @@ STEPS_RANGE = (1, 10_000)
 TIMEOUT_RANGE_S = (10, 86_400)
 PROGRAMS_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "programs")
 COMMON_FILE = "smoke_common.py"  # the shared module, imported by name from the program beside it
+# where every image carries its smoke program (the Dockerfile templates copy program_files() there):
+# what verify, the runtimes, Kubernetes Jobs, pyxis jobs and Apptainer's %test all run
+IMAGE_PROGRAM = "/opt/envbuild/smoke.py"
 
 
 def _read(name: str) -> bytes:
     with open(os.path.join(PROGRAMS_DIR, name), "rb") as handle:
         return handle.read()
+
+
+def smoke_command(device: str, steps: int, precision: str) -> tuple[str, ...]:
+    """The smoke step's command line inside an image: one definition for every way envbuild runs it."""
+    return ("python", IMAGE_PROGRAM, "--device", device, "--steps", str(steps), "--precision", precision)
 
 
 def program_files(framework: str) -> dict[str, bytes]:

@@ -12,7 +12,7 @@ import pytest
 
 from envbuild.runtime import runtime_named
 from envbuild.runtime.base import SmokeRun
-from envbuild.runtime.driver import smoke_argv
+from envbuild.smoke import smoke_command
 
 DIGEST = "sha256:" + "ab" * 32
 LOOPBACK = f"127.0.0.1:5000/envbuild-test/torch@{DIGEST}"  # plain HTTP: loopback
@@ -27,7 +27,7 @@ def run_of(image: str = LOOPBACK, device: str = "cpu", user: str | None = None, 
         "image_id": "sha256:" + "cd" * 32,
         "platform": "linux/amd64",
         "device": device,
-        "argv": smoke_argv(device, 3, "fp32"),
+        "argv": smoke_command(device, 3, "fp32"),
         "env": {"ENVBUILD_SMOKE_LR": "0.1"},
         "user": user,
         "workdir": WORK,
