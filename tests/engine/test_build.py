@@ -19,6 +19,7 @@ from envbuild.cli.app import main
 from envbuild.image.verify import report_digest
 from tests.helpers.docker import TORCH_SPEC, docker, wait_while_running
 from tests.helpers.registry import free_port
+from tests.helpers.signals import default_signals
 
 pytestmark = pytest.mark.docker
 MANIFEST_V2 = "application/vnd.docker.distribution.manifest.v2+json"
@@ -247,6 +248,7 @@ def test_a_signal_during_verify_leaves_nothing(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals(),
     )
     wait_while_running(process, lambda: running_smoke_containers(repository))
     process.send_signal(sent)
@@ -284,6 +286,7 @@ def test_sigterm_during_envbuild_verify_removes_the_container(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_signals(),
     )
     wait_while_running(process, lambda: running_smoke_containers(repository))
     process.send_signal(signal.SIGTERM)

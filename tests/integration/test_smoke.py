@@ -32,6 +32,7 @@ from envbuild.smoke.programs import smoke_common as common
 from envbuild.smoke.report import load_schema, validate
 from tests.helpers.capability import missing
 from tests.helpers.paths import REPO
+from tests.helpers.signals import default_signals
 
 FRAMEWORKS = ("torch", "tensorflow", "jax")
 GPU_GATES = ("driver", "arch", "memory", "multi_gpu")
@@ -444,14 +445,15 @@ def smoke_child(parent: subprocess.Popen[str]) -> int:
         time.sleep(0.05)
 
 
-def start_long_smoke(**kwargs: object) -> subprocess.Popen[str]:
+def start_long_smoke(*ignored: signal.Signals) -> subprocess.Popen[str]:
+    """`envbuild smoke` with 10,000 steps, from default signal handling but for `ignored`."""
     command = [str(Path(sys.executable).with_name("envbuild")), "smoke", "--framework", "torch"]
     return subprocess.Popen(
         [*command, "--device", "cpu", "--steps", "10000"],  # the most --steps takes; signalled long before
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        **kwargs,  # type: ignore[arg-type]
+        preexec_fn=default_signals(*ignored),
     )
 
 
@@ -469,7 +471,7 @@ def test_a_signal_ends_envbuild_smoke_and_its_program(sent: signal.Signals, exit
 
 
 def test_a_hangup_ignored_by_nohup_stays_ignored() -> None:
-    process = start_long_smoke(preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    process = start_long_smoke(signal.SIGHUP)
     child = smoke_child(process)
     process.send_signal(signal.SIGHUP)  # discarded: had it been handled, the exit would be 129 (or -1)
     process.send_signal(signal.SIGTERM)
