@@ -148,15 +148,21 @@ def test_contains_agrees_with_packaging(specifier: str, version: str) -> None:
 def test_admits_prefix_agrees_with_the_releases_packaging_admits(
     specifier: str, prefix: tuple[int, ...]
 ) -> None:
-    """Some release X.Y.* (to three more components, each 0-6) satisfies the specifier exactly
-    when admits_prefix says so."""
+    """Some release X.Y.* satisfies the specifier exactly when admits_prefix says so. The releases
+    tried are every one under the prefix up to one component longer than the longer of the prefix
+    and the specifier's longest version (`>0.4.4.1,==0.4.4.1.*` is met first by 0.4.4.1.1, `>0`
+    under 0.0 by 0.0.1), with components 0-5: the specifier's are 0-4, so any larger component
+    compares as 5 does."""
     import itertools
 
+    from packaging.version import Version
+
     parsed = SpecifierSet(specifier)
+    longest = max((len(clause.version.removesuffix(".*").split(".")) for clause in parsed), default=1)
     found = any(
-        parsed.contains(".".join(map(str, prefix + tail)), prereleases=True)
-        for depth in range(4)
-        for tail in itertools.product(range(7), repeat=depth)
+        parsed.contains(Version(".".join(map(str, prefix + tail))), prereleases=True)
+        for depth in range(max(longest, len(prefix)) + 2 - len(prefix))
+        for tail in itertools.product(range(6), repeat=depth)
     )
     assert admits_prefix(specifier, prefix) == found
 
