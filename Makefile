@@ -23,13 +23,19 @@ $(VENV)/.dev-installed: $(BIN)/envbuild
 	$(BIN)/python -m pip install --quiet -e '.[test,smoke]'
 	@touch $@
 
+# One pytest over every core (pytest-xdist): the engine tests form one xdist group that a single worker
+# runs in order (they share the Docker Engine and the Slurm node; tests/helpers/parallel.py), while the
+# other workers take tests/unit and tests/integration. PYTEST_WORKERS=0 runs it all in one process.
+PYTEST_WORKERS ?= auto
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
+
 test: dev
 	$(BIN)/ruff check envbuild tests bench
 	$(BIN)/envbuild matrix check
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 unit: dev
-	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PARALLEL) tests/unit $(PYTEST_ARGS)
 
 lint: dev
 	$(BIN)/ruff check envbuild tests bench

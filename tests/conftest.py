@@ -19,14 +19,23 @@ import pytest
 from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_target, download_uv_for_target
 from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.matrix.model import Matrix
+from tests.helpers import parallel
 from tests.helpers.capability import missing
 from tests.helpers.docker import docker, make_bookworm_arm64_image, make_bookworm_image
 from tests.helpers.minimatrix import write_minimatrix
 from tests.helpers.nvsmi import install_fake_smi
+from tests.helpers.parallel import shared_directory
 from tests.helpers.paths import MATRIX_DIR
 from tests.helpers.pypi import pypi_unreachable
 from tests.helpers.registry import answers, start_registry, stop
 from tests.helpers.specs import TWO_TARGETS
+from tests.helpers.suite import (  # noqa: F401 (hooks pytest finds by name)
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+    pytest_xdist_make_scheduler,
+)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -93,20 +102,24 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
         any(Path(prepared).glob(pattern)) for pattern in ("torch-2.13.0*.whl", "six-1.17.0*", "uv-*.whl")
     ):
         return Path(prepared)
-    directory = tmp_path_factory.mktemp("wheelhouse")
-    try:
+
+    def fill(directory: Path) -> None:
         download_for_target(directory, "torch==2.13.0", "six==1.16.0")
-        return download_uv_for_target(download_for_target(directory, "six==1.17.0", no_deps=True))
+        download_uv_for_target(download_for_target(directory, "six==1.17.0", no_deps=True))
+
+    try:
+        return shared_directory(tmp_path_factory, "wheelhouse", fill)
     except subprocess.CalledProcessError as exc:
         pypi_unreachable(f"pip download for the wheelhouse exited {exc.returncode}")
 
 
 def jax_wheelhouse(factory: pytest.TempPathFactory, variable: str, platform_name: str) -> Path:
     """jax[cuda12-local] 0.10.2 and its closure for CPython 3.11 on `platform_name` (its manylinux
-    tags from envbuild.matrix.platforms): the directory in `variable` when .ci/run prepared it, else
-    `pip download`ed here. [cuda12-local] loads the image's CUDA, so no nvidia-* wheels: JAX runs on
-    the CPU with it."""
+    tags from envbuild.matrix.platforms), and uv's wheel for that platform: the directory in
+    `variable` when .ci/run prepared it, else `pip download`ed here. [cuda12-local] loads the image's
+    CUDA, so no nvidia-* wheels: JAX runs on the CPU with it."""
     import sys
+    from importlib import metadata
 
     from envbuild.matrix.platforms import platform
 
@@ -114,18 +127,22 @@ def jax_wheelhouse(factory: pytest.TempPathFactory, variable: str, platform_name
     prepared = os.environ.get(variable)
     if prepared and all(
         any(Path(prepared).glob(pattern))
-        for pattern in ("jax-0.10.2-*.whl", f"jaxlib-0.10.2-*_{machine}.whl")
+        for pattern in ("jax-0.10.2-*.whl", f"jaxlib-0.10.2-*_{machine}.whl", f"uv-*_{machine}.whl")
     ):
         return Path(prepared)
-    directory = factory.mktemp(f"jax-{machine}-wheelhouse")
     tags = [flag for tag in platform(platform_name).wheel_tags for flag in ("--platform", tag)]
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "jax[cuda12-local]==0.10.2"]
-    command += ["--python-version", "3.11", "--only-binary=:all:", *tags, "-d", str(directory)]
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--python-version", "3.11"]
+    command += ["--only-binary=:all:", *tags]
+
+    def fill(directory: Path) -> None:
+        subprocess.run([*command, "jax[cuda12-local]==0.10.2", "-d", str(directory)], check=True)
+        uv = f"uv=={metadata.version('uv')}"  # the uv the images install with, for this platform
+        subprocess.run([*command, "--no-deps", uv, "-d", str(directory)], check=True)
+
     try:
-        subprocess.run(command, check=True)
+        return shared_directory(factory, f"jax-{machine}-wheelhouse", fill)
     except subprocess.CalledProcessError as exc:
         pypi_unreachable(f"pip download of the {machine} JAX wheelhouse exited {exc.returncode}")
-    return directory
 
 
 @pytest.fixture(scope="session")
@@ -142,9 +159,12 @@ def jax_amd64_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28."""
+    """torch 2.13.0 (the CPU wheel) and its closure, for Python 3.11 on manylinux_2_28: one download
+    for the whole run, whichever worker needs it first."""
     try:
-        return download_for_target(tmp_path_factory.mktemp("framework-wheels"), "torch==2.13.0")
+        return shared_directory(
+            tmp_path_factory, "framework-wheels", lambda into: download_for_target(into, "torch==2.13.0")
+        )
     except subprocess.CalledProcessError as exc:
         pypi_unreachable(f"pip download torch==2.13.0 exited {exc.returncode}")
 
@@ -232,11 +252,13 @@ PYPI_FIXTURES = frozenset(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests that use a PyPI fixture are marked pypi. Docker tests skip without an engine, unless
-    ENVBUILD_REQUIRE_DOCKER=1 (CI) makes that fail."""
+    """Tests that use a PyPI fixture are marked pypi. The engine modules that need the arm64 base run
+    last (parallel.py). Docker tests skip without an engine, unless ENVBUILD_REQUIRE_DOCKER=1 (CI)
+    makes that fail."""
     for item in items:
         if PYPI_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.pypi)
+    parallel.run_arm64_modules_last(items)
     if not any(item.get_closest_marker("docker") for item in items):
         return
     if os.environ.get("ENVBUILD_REQUIRE_DOCKER") == "1":
@@ -252,13 +274,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _docker_available() -> bool:
     socket = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     return socket.startswith("unix://") and Path(socket[len("unix://") :]).exists()
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Say what passing tests did not do here (tests/helpers/notrun.py): a missing runtime's real run."""
-    from tests.helpers.notrun import NOT_RUN
-
-    if NOT_RUN:
-        terminalreporter.section("not run on this host")
-        for line in NOT_RUN:
-            terminalreporter.write_line(line)

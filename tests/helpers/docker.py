@@ -6,6 +6,7 @@ reachable), and the wheelhouse holds torch 2.13.0 for Python 3.11 from `pip down
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -23,6 +24,8 @@ T = TypeVar("T")
 
 BASE_IMAGE = "envbuild-test/bookworm:latest"
 ARM64_BASE_IMAGE = "envbuild-test/bookworm-arm64:latest"
+ARM64_BASE_LOCK = "ENVBUILD_TEST_ARM64_BASE_LOCK"  # .ci/run: held while it builds ARM64_BASE_IMAGE
+ARM64_BASE_LOG = "ENVBUILD_TEST_ARM64_BASE_LOG"  # .ci/run: that build's log
 # what the arm64 base gets at debootstrap time: the rendered Dockerfile's own apt-get install then
 # finds them installed, instead of unpacking them under QEMU (see make_bookworm_arm64_image)
 ARM64_INCLUDE = ("python3", "python3-venv", "ca-certificates")
@@ -81,9 +84,16 @@ def make_bookworm_arm64_image(scratch: Path) -> str:
     debootstrap --arch=arm64 runs its second stage through QEMU (binfmt_misc). `docker import
     --platform` on Engine 20.10 still labels the image amd64, and BuildKit then tries to pull it; a
     BuildKit build of `FROM scratch` + `ADD rootfs.tar /` with --platform linux/arm64 gives an image
-    that later FROM lines for linux/arm64 use from the Engine."""
+    that later FROM lines for linux/arm64 use from the Engine.
+
+    .ci/run builds it in the background while the tests start: then this waits for that job first."""
+    wait_for_ci_arm64_base()
     if docker("image", "inspect", ARM64_BASE_IMAGE, check=False).returncode == 0:
         return ARM64_BASE_IMAGE
+    if os.environ.get(ARM64_BASE_LOG):
+        log = Path(os.environ[ARM64_BASE_LOG])
+        tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
+        pytest.fail(f".ci/run's background build of {ARM64_BASE_IMAGE} ended without the image: {tail}")
     root = scratch / "rootfs"
     done = subprocess.run(
         [
@@ -112,6 +122,16 @@ def make_bookworm_arm64_image(scratch: Path) -> str:
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     shutil.rmtree(context, ignore_errors=True)
     return ARM64_BASE_IMAGE
+
+
+def wait_for_ci_arm64_base() -> None:
+    """Block while .ci/run's background job that builds ARM64_BASE_IMAGE runs: it holds an flock on the
+    file ENVBUILD_TEST_ARM64_BASE_LOCK names from before it starts until it ends, however it ends, so
+    taking the lock here is the wait (no clock, no polling). Without the variable, no job runs."""
+    lock = os.environ.get(ARM64_BASE_LOCK)
+    if lock and os.path.exists(lock):
+        with open(lock) as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH)
 
 
 def architecture(image: str) -> str:

@@ -4,12 +4,9 @@ builds its wheels locally does not. Checked by collecting with -m, as a user sel
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tests.helpers.paths import REPO
+from tests.helpers.collect import collected
 from tests.helpers.pypi import pypi_unreachable
 
 NEEDS_PYPI = [
@@ -22,31 +19,6 @@ NEEDS_PYPI = [
     "tests/engine/test_audit_image.py",
 ]
 LOCAL_ONLY = ["tests/integration/test_pyindex.py", "tests/unit/test_render_installer.py"]
-
-
-def collected(expression: str, *paths: str) -> list[str]:
-    """The test ids `pytest --collect-only -m expression` selects in `paths`."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            expression,
-            *paths,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode in (0, 5), done.stdout[-2000:] + done.stderr[-2000:]  # 5: none selected
-    return [line for line in done.stdout.splitlines() if "::" in line]
 
 
 def test_every_test_that_downloads_from_pypi_is_marked() -> None:
