@@ -23,7 +23,9 @@ def start(config: pytest.Config) -> None:
     """Open the timings file afresh when this process writes it (pytest_configure)."""
     global _path
     value = os.environ.pop(TIMES, "")
-    if not value or os.environ.get("PYTEST_XDIST_WORKER"):
+    # a worker's config carries workerinput; PYTEST_XDIST_WORKER would also be set in a pytest that a
+    # test inside a worker starts (tests/unit/test_parallel.py), which does write its own file
+    if not value or hasattr(config, "workerinput"):
         return
     _path = Path(value)
     _path.parent.mkdir(parents=True, exist_ok=True)
