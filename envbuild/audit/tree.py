@@ -97,22 +97,35 @@ def audit_tree(
 ) -> Audit:
     """Audit every shared object under `root` (or just the `only` paths, relative to it)."""
     check_framework(framework)
+    return judge_tree(read_tree(root, only), gpus, target=target, framework=framework)
+
+
+def read_tree(root: str, only: tuple[str, ...] | None = None) -> dict[str, Kernels]:
+    """{path relative to root: its kernels} for every shared object under `root` (or the `only`
+    paths), in sorted order: the facts an audit judges, which depend on the files alone."""
     binary = cuobjdump_binary()
     paths = list(only) if only is not None else shared_objects(root)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # map keeps the sorted order
         listed = list(pool.map(lambda path: read_kernels(os.path.join(root, path), binary), paths))
+    return dict(zip(paths, listed, strict=True))
+
+
+def judge_tree(
+    kernels: dict[str, Kernels], gpus: tuple[Gpu, ...], *, target: str, framework: str | None = None
+) -> Audit:
+    """The audit of shared objects whose kernels are known (read_tree's answer, or a cached one): a
+    verdict per GPU for each library with device code, and which libraries count for `framework`."""
+    check_framework(framework)
     # found only among the libraries with device code: a framework is known from its kernels
-    framework = framework or framework_of(
-        [p for p, k in zip(paths, listed, strict=True) if k.has_device_code]
-    )
+    framework = framework or framework_of([p for p, k in kernels.items() if k.has_device_code])
     libraries, plain = [], []
-    for path, kernels in zip(paths, listed, strict=True):
-        if not kernels.has_device_code:
+    for path, listed in kernels.items():
+        if not listed.has_device_code:
             plain.append(path)
             continue
-        verdicts = tuple((gpu.name, judge(kernels.sass, kernels.ptx, gpu.cc)) for gpu in gpus)
+        verdicts = tuple((gpu.name, judge(listed.sass, listed.ptx, gpu.cc)) for gpu in gpus)
         libraries.append(
-            LibraryAudit(path=path, kernels=kernels, counts=counts_for(path, framework), verdicts=verdicts)
+            LibraryAudit(path=path, kernels=listed, counts=counts_for(path, framework), verdicts=verdicts)
         )
     return Audit(
         target=target,

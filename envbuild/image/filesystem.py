@@ -7,6 +7,8 @@ Two sources, chosen by the reference:
   pulled into a Docker Engine, and no Engine is needed.
 - Anything else (a name, name:tag, an image id) is an image in the local Docker Engine, read through
   `docker save` as a stream (the Engine's archive of the image's layers). No container is created.
+  What it finds is kept by the image's layer digests (envbuild.image.auditcache): an image whose
+  layers were read before is judged from those facts, without exporting it again.
 
 Either way only the ELF shared objects are written to a temporary directory, with the layers'
 whiteouts applied (envbuild.image.layers), and envbuild.audit.tree judges them. A missing image is a
@@ -25,13 +27,16 @@ import tempfile
 
 from envbuild._util.record import TYPE_CHECKING
 from envbuild._util.redact import redact
-from envbuild.audit.tree import Audit, audit_tree
+from envbuild.audit.kernels import Kernels, cuobjdump_binary
+from envbuild.audit.libraries import check_framework
+from envbuild.audit.tree import Audit, judge_tree, read_tree
 from envbuild.errors import EnvbuildError, NotFound, UsageError
+from envbuild.image import auditcache
 from envbuild.image.layers import Layers
 from envbuild.oci.reference import parse_reference
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import IO
 
     from envbuild.matrix.model import Gpu
@@ -49,16 +54,30 @@ def audit_image(
     ref: str, gpus: tuple[Gpu, ...], framework: str | None = None, *, docker_config: str | None = None
 ) -> Audit:
     """Audit the shared objects of the image `ref` for `gpus` (see the module docstring)."""
+    check_framework(framework)
+    if from_registry(ref):
+        kernels = _read(lambda layers: _read_registry(ref, layers, docker_config))
+    else:
+        image = _engine_image(ref)
+        digests = (image.attrs.get("RootFS") or {}).get("Layers") or []
+        binary = cuobjdump_binary()
+        kernels = auditcache.load(digests, binary)
+        if kernels is None:
+            kernels = _read(lambda layers: _read_engine(image, ref, layers))
+            auditcache.store(digests, binary, kernels)
+    return judge_tree(kernels, gpus, target=ref, framework=framework)
+
+
+def _read(read_layers: Callable[[Layers], list[str]]) -> dict[str, Kernels]:
+    """The kernels of the shared objects in the filesystem the layers make: `read_layers` reads each
+    layer into `Layers` and gives their order; only those objects are written to a scratch root."""
     with tempfile.TemporaryDirectory(prefix="envbuild-audit-image-") as scratch:
         layers = Layers(os.path.join(scratch, "layers"))
-        if from_registry(ref):
-            order = _read_registry(ref, layers, docker_config)
-        else:
-            order = _read_engine(ref, layers)
+        order = read_layers(layers)
         root = os.path.join(scratch, "root")
         os.makedirs(root)
         layers.extract(order, root)
-        return audit_tree(root, gpus, target=ref, framework=framework)
+        return read_tree(root)
 
 
 def _read_registry(ref: str, layers: Layers, docker_config: str | None) -> list[str]:
@@ -83,13 +102,14 @@ def _read_registry(ref: str, layers: Layers, docker_config: str | None) -> list[
     return order
 
 
-def _read_engine(ref: str, layers: Layers) -> list[str]:
+def _engine_image(ref: str):  # -> docker.models.images.Image
+    """The image `ref` in the local Docker Engine (its attrs: `docker image inspect`)."""
     import docker
     import docker.errors
 
     try:
         client = docker.from_env(timeout=ENGINE_TIMEOUT_S)
-        image = client.images.get(ref)
+        return client.images.get(ref)
     except docker.errors.ImageNotFound:
         raise UsageError(
             f"image {ref!r} is not in this Docker Engine",
@@ -113,6 +133,10 @@ def _read_engine(ref: str, layers: Layers) -> list[str]:
             fix="start dockerd, or point DOCKER_HOST at a running engine; a pushed image can be "
             "audited as REPO@sha256:<digest> without one",
         ) from None
+
+
+def _read_engine(image, ref: str, layers: Layers) -> list[str]:  # image: docker.models.images.Image
+    """Read every layer of `image` from the Engine's `docker save` stream into `layers`; their order."""
     stream = io.BufferedReader(_ChunkReader(image.save(chunk_size=SAVE_CHUNK), ref), SAVE_CHUNK)
     manifest: list | None = None
     aliases: dict[str, str] = {}

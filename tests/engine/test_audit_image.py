@@ -1,7 +1,8 @@
 """`envbuild audit IMAGE` on a real image: the Debian base with jax-cuda12-plugin 0.10.2's libraries
 from PyPI copied in, audited through the Engine (docker save, nothing run) and from the local
 registry by REPO@sha256 with no Engine at all; a K80 fails with the GPU's exact error, an RTX 5090
-gets native SASS; a later layer's whiteouts hide what it deleted; `verify --gpu` gates before smoke.
+gets native SASS; a later layer's whiteouts hide what it deleted; `verify --gpu` gates before smoke;
+and a second audit of the same layers is answered from what the first read, without an export.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from envbuild.audit.targets import audit_path
 from envbuild.cli.app import main
 from tests.helpers.cudawheels import PLUGIN_DIR, download_jax_plugin, unpack_libraries
-from tests.helpers.docker import docker
+from tests.helpers.docker import docker, exports_while
 from tests.helpers.registry import delete_manifest, manifest_digest, push
 
 pytestmark = [pytest.mark.docker, pytest.mark.pypi]
@@ -159,3 +160,30 @@ def test_verify_with_a_gpu_that_has_no_kernel_image_fails_before_the_smoke_step(
     err = capsys.readouterr().err
     assert "audit: sm_120 (RTX 5090): native" in err and NO_KERNEL not in err
     assert "smoke container" in err
+
+
+def test_the_same_layers_are_exported_once_and_judged_alike_from_what_was_read(
+    images: Images, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """envbuild.image.auditcache: the Engine's event log shows the first audit of an image exporting it
+    and the second not; both give the same kernels and verdicts. An image with one more layer (the
+    deleting one) is exported again and still has its whiteouts applied, and an entry that is not what
+    envbuild wrote is read afresh."""
+    monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(tmp_path / "cache"))  # nothing read before this test
+    image_id = docker("image", "inspect", images.plain, "--format", "{{.Id}}").stdout.strip()
+    (first_code, first), exported = exports_while(lambda: audit_json(capsys, images.plain, "--gpu", "K80"))
+    assert exported == [image_id]
+    (second_code, second), exported = exports_while(lambda: audit_json(capsys, images.plain, "--gpu", "K80"))
+    assert exported == []
+    assert (second_code, second) == (first_code, first) and first_code == 1
+    assert kernels(second)[in_image(PLUGIN_DIR + "/_linalg.so")] == (SASS, ["compute_120"])
+
+    (_, deleted), exported = exports_while(lambda: audit_json(capsys, images.deleted))
+    assert len(exported) == 1
+    assert in_image(PLUGIN_DIR + "/_prng.so") not in kernels(deleted)
+    assert in_image(PLUGIN_DIR + "/_solver.so") not in kernels(deleted)  # a symlink now, judged once
+
+    for entry in (tmp_path / "cache" / "audit").glob("*.json"):
+        entry.write_text('{"format": 1, "layers": [], "objects": "not a list"}')
+    (again_code, again), exported = exports_while(lambda: audit_json(capsys, images.plain, "--gpu", "K80"))
+    assert exported == [image_id] and (again_code, again) == (first_code, first)

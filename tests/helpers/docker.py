@@ -134,6 +134,28 @@ def wait_for_ci_arm64_base() -> None:
             fcntl.flock(handle, fcntl.LOCK_SH)
 
 
+def exports_while(action: Callable[[], T]) -> tuple[T, list[str]]:
+    """action()'s answer, and the ids of the images the Engine exported (`docker save`) meanwhile, as
+    its own event log has them."""
+    since = f"{time.time():.6f}"
+    answer = action()
+    until = f"{time.time():.6f}"
+    events = docker(
+        "events",
+        "--since",
+        since,
+        "--until",
+        until,
+        "--filter",
+        "type=image",
+        "--filter",
+        "event=save",
+        "--format",
+        "{{.Actor.ID}}",
+    )
+    return answer, events.stdout.split()
+
+
 def architecture(image: str) -> str:
     """The image config's os/architecture, as the Engine records it: linux/arm64."""
     return docker("image", "inspect", image, "--format", "{{.Os}}/{{.Architecture}}").stdout.strip()
