@@ -1,6 +1,11 @@
 """`envbuild build` end to end on the real Engine and a real registry on 127.0.0.1: a torch image built
 air-gapped from a local Debian base, verified with the CPU smoke step, promoted and pushed; and the
 faults that must leave no tag: a failing smoke step, no GPU toolkit, an interrupt, a registry down.
+
+Each test runs an `envbuild build` of its own, not the session's torch image: the build, with the
+stage it breaks or the signal it gets, is what the test is about. They share TORCH_SPEC's context, so
+after the first the Engine's build cache answers their docker builds; the API backend's classic
+builder has a cache of its own.
 """
 
 from __future__ import annotations

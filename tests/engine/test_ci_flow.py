@@ -13,23 +13,21 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.oci.registry import resolve_digest
-from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
+from tests.helpers.docker import docker
 from tests.helpers.registry import manifest_digest, push
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture
-def candidates(tmp_path: Path, bookworm_image: str, wheelhouse: Path, anonymous_registry: str):
-    """Two candidates in the registry, built from a torch image: (ref@digest, ref@digest)."""
-    torch_tag = "envbuild-test/ci-flow:torch"
-    render_and_build(tmp_path / "torch", TORCH_SPEC, wheelhouse, bookworm_image, torch_tag)
-    refs, made = [], [torch_tag]
+def candidates(tmp_path: Path, torch_image: str, anonymous_registry: str):
+    """Two candidates in the registry, built from the session's torch image: (ref@digest, ref@digest)."""
+    refs, made = [], []
     for name in ("candidate", "unverified"):
         context = tmp_path / name
         context.mkdir()
         marker = uuid.uuid4().hex[:12]  # a fresh config, so a fresh digest every run
-        (context / "Dockerfile").write_text(f'FROM {torch_tag}\nLABEL envbuild.test.run="{marker}"\n')
+        (context / "Dockerfile").write_text(f'FROM {torch_image}\nLABEL envbuild.test.run="{marker}"\n')
         tag = f"{anonymous_registry}/envbuild-test/ci-flow:{name}-{marker}"
         docker("build", "-q", "-t", tag, str(context))
         push(tag)

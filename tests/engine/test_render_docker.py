@@ -1,7 +1,9 @@
 """Real Docker Engine: build a rendered `wheels` context air-gapped, and keep the framework layer cached.
 
 The base image is Debian bookworm made locally with debootstrap and `docker import` (no registry is
-reachable), and the wheelhouse holds torch 2.13.0 for Python 3.11 from `pip download`.
+reachable), and the wheelhouse holds torch 2.13.0 for Python 3.11 from `pip download`. Each test
+builds a context of its own rather than using the session's torch image: a spec with literal env and
+label values, a cache test on a base of its own, and the pip installer.
 """
 
 from __future__ import annotations

@@ -59,16 +59,9 @@ class Verified:
 
 
 @pytest.fixture(scope="module")
-def candidate(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    bookworm_image: str,
-    anonymous_registry: str,
-) -> Iterator[str]:
-    wheelhouse = request.getfixturevalue("wheelhouse")
-    yield from pushed_torch_image(
-        tmp_path_factory.mktemp("runtime-ch"), wheelhouse, bookworm_image, anonymous_registry, REPOSITORY
-    )
+def candidate(torch_image: str, anonymous_registry: str) -> Iterator[str]:
+    """The session's torch image by digest, in this module's repository: its promote tests tag there."""
+    yield from pushed_torch_image(torch_image, anonymous_registry, REPOSITORY)
 
 
 @pytest.fixture(scope="module")

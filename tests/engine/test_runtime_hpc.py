@@ -24,17 +24,10 @@ REPOSITORY = "envbuild-test/runtime-hpc"
 
 
 @pytest.fixture(scope="module")
-def candidate(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, anonymous_registry: str
-) -> Iterator[str]:
-    """The torch image by digest; only asked for (getfixturevalue) when a runtime is installed."""
-    yield from pushed_torch_image(
-        tmp_path_factory.mktemp("runtime-hpc"),
-        request.getfixturevalue("wheelhouse"),
-        request.getfixturevalue("bookworm_image"),
-        anonymous_registry,
-        REPOSITORY,
-    )
+def candidate(request: pytest.FixtureRequest, anonymous_registry: str) -> Iterator[str]:
+    """The session's torch image by digest; only asked for (getfixturevalue) when a runtime is installed."""
+    image = request.getfixturevalue("torch_image")
+    yield from pushed_torch_image(image, anonymous_registry, REPOSITORY)
 
 
 def verify(ref: str, runtime: str, directory: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -25,7 +25,7 @@ import requests
 
 from envbuild.cli.app import main
 from tests.helpers.capability import missing
-from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
+from tests.helpers.docker import TORCH_SPEC, docker
 from tests.helpers.registry import manifest_digest, push
 from tests.helpers.slurm import job_field, require_cluster, wait_for_jobs
 
@@ -73,16 +73,6 @@ def candidate_image(workdir: Path, base: str, registry: str, extra: str, made: l
     docker("rmi", tag)
     made.append(f"{registry}/{REPOSITORY}@{digest}")
     return made[-1]
-
-
-@pytest.fixture(scope="module")
-def torch_image(tmp_path_factory: pytest.TempPathFactory, bookworm_image: str, wheelhouse: Path):
-    """The torch wheelhouse image, built once for both cases (the same context as test_ci_flow's, so
-    the Engine's layer cache usually has it)."""
-    tag = "envbuild-test/slurm-e2e:torch"
-    render_and_build(tmp_path_factory.mktemp("torch"), TORCH_SPEC, wheelhouse, bookworm_image, tag)
-    yield tag
-    docker("rmi", "-f", tag, check=False)
 
 
 def tags_of(registry: str) -> list[str]:

@@ -18,15 +18,10 @@ from envbuild.errors import PromoteError, VerifyError
 from envbuild.image.promote import Promotion, promote, report_digest
 from envbuild.image.verify import Verification, verify_image
 from envbuild.oci.registry import resolve_digest
-
-# bookworm_image and wheelhouse are fixtures, used by name
-from tests.helpers.docker import TORCH_SPEC, docker, render_and_build
+from tests.helpers.docker import TORCH_IMAGE, docker
 from tests.helpers.paths import FIXTURES
 
 pytestmark = pytest.mark.docker
-
-TORCH_IMAGE = "envbuild-test/verify:torch"
-
 
 LR0_IMAGE = "envbuild-test/verify:lr0"
 
@@ -56,23 +51,9 @@ def inspect(ref: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def torch_image(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, bookworm_image: str
-) -> Iterator[str]:
-    if docker("image", "inspect", TORCH_IMAGE, check=False).returncode == 0:
-        yield TORCH_IMAGE
-        return
-    house = request.getfixturevalue("wheelhouse")
-    render_and_build(tmp_path_factory.mktemp("verify"), TORCH_SPEC, house, bookworm_image, TORCH_IMAGE)
-    yield TORCH_IMAGE
-    docker("rmi", TORCH_IMAGE, check=False)
-
-
-@pytest.fixture(scope="module")
-def passed_report(torch_image: str) -> dict:
-    verification = verify_image(torch_image, device="cpu", steps=10, timeout=300)
-    assert verification.passed, verification.report
-    return verification.report
+def passed_report(torch_report: Path) -> dict:
+    """The session's passing CPU smoke report of the torch image (tests/engine/conftest.py)."""
+    return json.loads(torch_report.read_text())["report"]
 
 
 def test_verify_cpu_passes_and_leaves_no_container(torch_image: str) -> None:
@@ -284,13 +265,12 @@ def test_an_edited_failing_report_does_not_promote(
 
 def test_a_report_for_another_image_does_not_promote(
     torch_image: str,
+    torch_report: Path,
     failing_image: str,
-    tmp_path: Path,
     images: list[str],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    report = tmp_path / "smoke.json"
-    assert verify_to(torch_image, report) == 0
+    report = torch_report  # the torch image's passing report
     tag = "envbuild-test/forged:other-image"
     images.append(tag)
     code = main(["promote", failing_image, "--report", str(report), "--tag", tag])
@@ -301,10 +281,9 @@ def test_a_report_for_another_image_does_not_promote(
 
 
 def test_verify_report_names_the_image_and_its_digest_and_promotes(
-    torch_image: str, tmp_path: Path, images: list[str], capsys: pytest.CaptureFixture[str]
+    torch_image: str, torch_report: Path, images: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "smoke.json"
-    assert verify_to(torch_image, path) == 0
+    path = torch_report  # what `envbuild verify IMAGE --report FILE` wrote (tests/engine/conftest.py)
     saved = json.loads(path.read_text())
     verified = image_id(torch_image)
     assert saved["image"] == verified and saved["device"] == "cpu"
@@ -321,6 +300,7 @@ def test_verify_report_names_the_image_and_its_digest_and_promotes(
 def test_promote_to_checks_the_report_against_the_registry_image(
     request: pytest.FixtureRequest,
     torch_image: str,
+    torch_report: Path,
     anonymous_registry: str,
     tmp_path: Path,
     images: list[str],
@@ -329,8 +309,7 @@ def test_promote_to_checks_the_report_against_the_registry_image(
     """The candidate pushed by digest, then promoted inside the registry with its verify report."""
     import requests
 
-    path = tmp_path / "smoke.json"
-    assert verify_to(torch_image, path) == 0
+    path = torch_report
     candidate = f"{anonymous_registry}/envbuild-test/candidate:verify"
     images.append(candidate)
     docker("tag", torch_image, candidate)

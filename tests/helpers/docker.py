@@ -24,6 +24,7 @@ T = TypeVar("T")
 
 BASE_IMAGE = "envbuild-test/bookworm:latest"
 ARM64_BASE_IMAGE = "envbuild-test/bookworm-arm64:latest"
+TORCH_IMAGE = "envbuild-test/torch:session"  # TORCH_SPEC built once per session (tests/engine/conftest.py)
 ARM64_BASE_LOCK = "ENVBUILD_TEST_ARM64_BASE_LOCK"  # .ci/run: held while it builds ARM64_BASE_IMAGE
 ARM64_BASE_LOG = "ENVBUILD_TEST_ARM64_BASE_LOG"  # .ci/run: that build's log
 # what the arm64 base gets at debootstrap time: the rendered Dockerfile's own apt-get install then
