@@ -82,15 +82,17 @@ def test_a_target_of_two_platforms_tags_nothing_while_one_fails(
     tmp_path: Path,
     multi_arch_base: str,
     arm64_wheelhouse: Path,
+    jax_amd64_wheelhouse: Path,
     images: list[str],
     capsys,
 ) -> None:
-    """arm64 first: built (BuildKit's cache of the test above) and verified emulated, then amd64 fails
-    (the wheelhouse has no x86_64 jaxlib, so its install step fails): no tag for either."""
+    """arm64 first: built and verified emulated, then amd64 fails (the wheelhouse has uv for both
+    machines but no x86_64 jaxlib, so its install step fails): no tag for either."""
     tag = f"{REPOSITORY}:jax0.10.2-arm64-e2e"
     images.append(tag)
     spec = JAX_ARM64_SPEC.format(platform='["linux/arm64", "linux/amd64"]', repository=REPOSITORY, tag=TAG)
-    code, out = build(tmp_path, spec, arm64_wheelhouse, multi_arch_base)
+    wheels = joined(tmp_path, arm64_wheelhouse, jax_amd64_wheelhouse, only_from_second="uv-*.whl")
+    code, out = build(tmp_path, spec, wheels, multi_arch_base)
     err = capsys.readouterr().err
     assert code == 1 and "docker build failed" in err, err
     # each platform's context under the target's, which is envbuild's to replace on the next build
@@ -120,12 +122,13 @@ def multi_arch_base(anonymous_registry: str, bookworm_image: str, bookworm_arm64
     return f"{repository}:latest"
 
 
-def joined(tmp_path: Path, *houses: Path) -> Path:
-    """One wheelhouse over several (hard links): render gives each platform's context its own wheels."""
+def joined(tmp_path: Path, *houses: Path, only_from_second: str = "*.whl") -> Path:
+    """One wheelhouse over several (hard links): render gives each platform's context its own wheels.
+    only_from_second: the pattern of the wheels taken from the houses after the first."""
     both = tmp_path / "wheelhouse"
     both.mkdir()
-    for house in houses:
-        for wheel in house.glob("*.whl"):
+    for number, house in enumerate(houses):
+        for wheel in house.glob("*.whl" if number == 0 else only_from_second):
             target = both / wheel.name
             if not target.exists():
                 try:
