@@ -11,9 +11,9 @@ apart: how many, their summed time, the span from the first one's start to the l
 the workers that ran them (they run side by side, so the spans overlap and their sum is not the
 phase's wall time). Then the slowest tests, setup and teardown included.
 
-It fails (exit 1) when the engine tests ran on more than one xdist worker: they share one Docker
-Engine and must run in order (tests/helpers/parallel.py), and a scheduler that stopped grouping them
-would otherwise go unseen until a test flaked. `--expect FILE` also fails it when fewer tests
+It fails (exit 1) when the tests of one group (the line's `group`: the engine tests, which share one
+Docker Engine, tests/helpers/parallel.py) ran on more than one xdist worker: a scheduler that stopped
+grouping them would otherwise go unseen until a test flaked. `--expect FILE` also fails it when fewer tests
 reported than the number FILE holds (tests/expected_count.txt), so a change in collection cannot
 drop tests unnoticed.
 
@@ -96,13 +96,14 @@ def test_table(tests: dict[str, list[dict]]) -> list[str]:
     return rows
 
 
-def engine_workers(tests: dict[str, list[dict]]) -> set[str]:
-    return {
-        record["worker"]
-        for node_id, records in tests.items()
-        if kind(node_id) == "engine"
-        for record in records
-    }
+def group_workers(tests: dict[str, list[dict]]) -> dict[str, set[str]]:
+    """Each group's workers."""
+    workers: dict[str, set[str]] = defaultdict(set)
+    for records in tests.values():
+        for record in records:
+            if record.get("group"):
+                workers[record["group"]].add(record["worker"])
+    return workers
 
 
 def failed(tests: dict[str, list[dict]]) -> int:
@@ -136,14 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(tests)} tests reported, {failed(tests)} failed")
 
     status = 0
-    workers = engine_workers(tests)
-    if len(workers) > 1:
-        print(
-            f"the engine tests ran on {len(workers)} workers ({', '.join(sorted(workers))}): they share one "
-            "Docker Engine and must run on one (tests/helpers/parallel.py); is `--dist loadgroup` given?",
-            file=sys.stderr,
-        )
-        status = 1
+    for group, workers in sorted(group_workers(tests).items()):
+        if len(workers) > 1:
+            print(
+                f"the {group} group's tests ran on {len(workers)} workers ({', '.join(sorted(workers))}): "
+                "a group must run on one (tests/helpers/parallel.py); is `--dist loadgroup` given?",
+                file=sys.stderr,
+            )
+            status = 1
     if args.expect is not None:
         expected = int(args.expect.read_text(encoding="utf-8").strip())
         if len(tests) < expected:

@@ -3,6 +3,8 @@ TORCH_SPEC, and its CPU verify report as `envbuild verify --report` writes it. T
 read them use these; `pushed_torch_image` (tests/helpers/runtimeimages.py) pushes it into a test's
 own repository when the test writes there.
 
+Each xdist worker that runs engine tests builds its own, under a tag of its own (docker.TORCH_IMAGE).
+
 A test whose subject is an `envbuild build` of its own (the pipeline's stages, a failing smoke step,
 a cache test, a signal during the build) keeps its build and says why; the Engine's build cache
 makes those builds of TORCH_SPEC's context cheap after the first.

@@ -24,7 +24,9 @@ T = TypeVar("T")
 
 BASE_IMAGE = "envbuild-test/bookworm:latest"
 ARM64_BASE_IMAGE = "envbuild-test/bookworm-arm64:latest"
-TORCH_IMAGE = "envbuild-test/torch:session"  # TORCH_SPEC built once per session (tests/engine/conftest.py)
+# TORCH_SPEC built once per session (tests/engine/conftest.py), under each xdist worker's own tag: a
+# worker removes its tag when its session ends, while another may still be using its own
+TORCH_IMAGE = f"envbuild-test/torch:session-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}"
 ARM64_BASE_LOCK = "ENVBUILD_TEST_ARM64_BASE_LOCK"  # .ci/run: held while it builds ARM64_BASE_IMAGE
 ARM64_BASE_LOG = "ENVBUILD_TEST_ARM64_BASE_LOG"  # .ci/run: that build's log
 # what the arm64 base gets at debootstrap time: the rendered Dockerfile's own apt-get install then

@@ -1,19 +1,30 @@
 """What may run side by side under pytest-xdist (`make test` runs `pytest -n auto --dist loadgroup`).
 
-- **The engine group.** Every test in tests/engine/ shares one Docker Engine, and some also the
-  one-node Slurm cluster: they count the Engine's smoke containers, remove images by tag and time
-  their jobs on the node's two CPUs. They form one unit of work that one worker runs in order, while
-  the other workers take tests/unit and tests/integration one test at a time. Tests outside the
-  group may use the registry on 127.0.0.1:5000, each in a repository of its own. The `docker` marker
-  is only allowed in tests/engine/ (tests/unit/test_parallel.py), so the folder is the whole rule.
+- **Two engine groups.** The tests in tests/engine/ share one Docker Engine, so they run in two units
+  of work, each on one worker in order, while the other workers take tests/unit and
+  tests/integration one test at a time:
+  - "engine": every module that runs envbuild's smoke step through the Engine (`build`, `verify`,
+    `verify_image`) or looks at the Engine as a whole. Their assertions count the Engine's smoke
+    containers (`label=io.envbuild.role=smoke`, the only Engine-wide query in the tests), so no
+    other smoke container may exist meanwhile.
+  - "engine-apart" (APART_MODULES): modules whose Engine use is confined to images, containers and
+    repositories of their own and that start no envbuild smoke container: the one-node Slurm
+    cluster's end-to-end test (its only user), the Charliecloud and HPC runtimes (ch-run, not
+    Docker), and the rendered-Dockerfile builds (plain `docker run`). tests/unit/test_parallel.py
+    checks they run no smoke step through the Engine. They are the group the worker that finishes
+    tests/unit and tests/integration early can take, about a quarter of the engine tests' time.
+  Tests outside tests/engine/ may use the registry on 127.0.0.1:5000, each in a repository of its
+  own. The `docker` marker is only allowed in tests/engine/ (test_parallel.py), so the folder is the
+  whole rule. Each worker builds its own session images, under tags of its own (docker.TORCH_IMAGE).
 - **Why a scheduler of our own.** xdist's loadgroup reads `xdist_group` marks by rewriting each
   test's node id in the workers, which pytest 9.2 no longer honours: the marks are silently ignored
   and the engine tests spread over every worker (pytest-dev/pytest-xdist#1386, open). The scheduler
   below, which `--dist loadgroup` selects through xdist's pytest_xdist_make_scheduler hook
-  (tests/conftest.py), groups by the node id's folder in the controller instead, and still honours
-  an `@group` suffix should xdist add one again.
-- **arm64 last.** The group's modules that need the arm64 base run at its end: .ci/run builds that
-  base in the background (its debootstrap runs under QEMU for minutes) while the tests start.
+  (tests/helpers/suite.py), groups by the node id in the controller instead, and still honours an
+  `@group` suffix should xdist add one again. bench/ci_time.py fails CI when a group's tests ran on
+  two workers.
+- **arm64 last.** The engine group's modules that need the arm64 base run at its end: .ci/run builds
+  that base in the background (its debootstrap runs under QEMU for minutes) while the tests start.
 - **Shared downloads.** A session fixture that downloads (the lock tests' torch closure) would
   otherwise run once per worker: `shared_directory` fills a directory once for the whole run, under a
   file lock in the base temporary directory the workers share.
@@ -32,14 +43,22 @@ import pytest
 from tests.helpers.paths import REPO
 
 ENGINE_GROUP = "engine"
+APART_GROUP = "engine-apart"
+APART_MODULES = frozenset(
+    {"test_render_docker.py", "test_runtime_charliecloud.py", "test_runtime_hpc.py", "test_slurm_e2e.py"}
+)
 ENGINE_TESTS = REPO / "tests" / "engine"
 ENGINE_PREFIX = "tests/engine/"  # the same folder, as node ids begin (rootdir-relative)
 ARM64_BASE_FIXTURE = "bookworm_arm64_image"
 
 
 def scope_of(nodeid: str) -> str | None:
-    """The unit of work a node id belongs to when it is not its own: the engine group."""
-    return ENGINE_GROUP if nodeid.startswith(ENGINE_PREFIX) else None
+    """The group a node id belongs to (ENGINE_GROUP or APART_GROUP), or None for a test that is a unit
+    of work of its own."""
+    if not nodeid.startswith(ENGINE_PREFIX):
+        return None
+    module = nodeid[len(ENGINE_PREFIX) :].split("::", 1)[0]
+    return APART_GROUP if module in APART_MODULES else ENGINE_GROUP
 
 
 def make_scheduler(config: pytest.Config, log: object) -> object:

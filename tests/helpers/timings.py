@@ -1,6 +1,7 @@
 """Where the suite's time goes: one JSON line per test phase (setup, call, teardown) with its node id,
-outcome, the xdist worker that ran it and its start and stop times, written by the process that
-collects the reports (xdist's controller, or the only process) to the file ENVBUILD_TEST_TIMES names.
+outcome, the xdist worker that ran it, its group (parallel.py) and its start and stop times, written
+by the process that collects the reports (xdist's controller, or the only process) to the file
+ENVBUILD_TEST_TIMES names.
 .ci/run sets it; bench/ci_time.py reads the file.
 
 The variable is taken out of the environment when read, so a pytest that a test starts (test_markers
@@ -14,6 +15,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.parallel import scope_of
 
 TIMES = "ENVBUILD_TEST_TIMES"
 _path: Path | None = None
@@ -42,6 +45,7 @@ def record(report: pytest.TestReport) -> None:
         "when": report.when,
         "outcome": report.outcome,
         "worker": node.gateway.id if node is not None else "main",
+        "group": scope_of(report.nodeid),
         "start": report.start,
         "stop": report.stop,
     }

@@ -20,13 +20,18 @@ def phases(directory: Path, marks: list[tuple[str, float]]) -> None:
 
 
 def timings(directory: Path, tests: list[tuple[str, str, float, float]]) -> None:
-    """tests: (node id, worker, start, seconds of its call); setup and teardown take 0.5 s each."""
+    """tests: (node id, worker, start, seconds of its call); setup and teardown take 0.5 s each. The
+    group is what tests/helpers/parallel.py gives: engine-apart for the Slurm module, engine for the
+    rest of tests/engine."""
     lines = []
     for node_id, worker, start, seconds in tests:
+        group = None
+        if node_id.startswith("tests/engine/"):
+            group = "engine-apart" if "test_slurm_e2e" in node_id else "engine"
         spans = [("setup", start, start + 0.5), ("call", start + 0.5, start + 0.5 + seconds)]
         spans.append(("teardown", start + 0.5 + seconds, start + 1 + seconds))
         for when, begin, end in spans:
-            record = {"id": node_id, "when": when, "outcome": "passed", "worker": worker}
+            record = {"id": node_id, "when": when, "outcome": "passed", "worker": worker, "group": group}
             lines.append(json.dumps({**record, "start": T0 + begin, "stop": T0 + end}))
     (directory / "tests.jsonl").write_text("\n".join(lines) + "\n")
 
@@ -86,8 +91,11 @@ def test_fewer_tests_than_expected_fail(tmp_path: Path) -> None:
     assert "fewer tests than" in done.stderr and "5 < 6" in done.stderr
 
 
-def test_engine_tests_on_two_workers_fail(tmp_path: Path) -> None:
-    timings(tmp_path, [*SUITE, ("tests/engine/test_ci_flow.py::test_flow", "gw1", 120, 5)])
+def test_a_group_on_two_workers_fails_and_two_groups_on_two_workers_do_not(tmp_path: Path) -> None:
+    apart = ("tests/engine/test_slurm_e2e.py::test_slurm", "gw1", 110, 70)
+    timings(tmp_path, [*SUITE, apart])
+    assert ci_time(tmp_path).returncode == 0, ci_time(tmp_path).stderr
+    timings(tmp_path, [*SUITE, apart, ("tests/engine/test_ci_flow.py::test_flow", "gw1", 120, 5)])
     done = ci_time(tmp_path)
     assert done.returncode == 1
-    assert "the engine tests ran on 2 workers (gw0, gw1)" in done.stderr
+    assert "the engine group's tests ran on 2 workers (gw0, gw1)" in done.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.collect import collected
-from tests.helpers.parallel import ENGINE_GROUP, fill_once, scope_of
+from tests.helpers.parallel import APART_GROUP, APART_MODULES, ENGINE_GROUP, ENGINE_TESTS, fill_once, scope_of
 from tests.helpers.paths import REPO
 
 
@@ -30,6 +30,8 @@ def test_only_tests_in_tests_engine_use_the_docker_marker() -> None:
     [
         ("tests/engine/test_build.py::test_build_verify_promote_push", ENGINE_GROUP),
         ("tests/engine/test_build.py::test_a_signal_during_verify_leaves_nothing[SIGINT]", ENGINE_GROUP),
+        ("tests/engine/test_slurm_e2e.py::test_slurm_verify_then_promote", APART_GROUP),
+        ("tests/engine/test_render_docker.py::test_wheels_build_runs_torch_as_non_root", APART_GROUP),
         ("tests/unit/test_versions.py::test_driver_forms[550-parts0-True-R550]", None),
         ("tests/integration/test_engine_like_name.py::test_x", None),
         ("tests/unit/test_engine.py::test_docker_cli_prefers_the_environment", None),
@@ -40,6 +42,20 @@ def test_only_node_ids_under_tests_engine_share_a_unit_of_work(nodeid: str, scop
 
 
 PROBE = "probe: said in a worker, summed up by the controller"
+
+
+def test_the_apart_modules_run_no_smoke_step_through_the_engine() -> None:
+    """The engine group counts the Engine's smoke containers, so a module beside it may start none:
+    no `envbuild build` or Docker verify (a `verify` command line names another --runtime), no
+    verify_image, and no Engine-wide smoke-container query of its own."""
+    for module in sorted(APART_MODULES):
+        text = (ENGINE_TESTS / module).read_text()
+        assert 'main(["build"' not in text and "verify_image" not in text and "role=smoke" not in text, module
+        for line in text.splitlines():
+            if '"verify"' in line and "envbuild" in line:
+                assert '"--runtime"' in line, f"{module}: {line.strip()}"
+
+
 SMALL_SUITE = {
     "pytest.ini": "[pytest]\naddopts = -p no:cacheprovider --import-mode=importlib\n",
     "conftest.py": "from tests.helpers.suite import (  # noqa: F401\n"
@@ -48,6 +64,7 @@ SMALL_SUITE = {
     "tests/engine/test_e.py": "import os\n\nfrom tests.helpers.notrun import not_run\n\n\n"
     + "".join(f"def test_e{i}():\n    print(os.environ['PYTEST_XDIST_WORKER'])\n" for i in range(8))
     + f"\n\ndef test_says_what_it_did_not_run():\n    not_run({PROBE!r})\n",
+    "tests/engine/test_slurm_e2e.py": "".join(f"def test_s{i}():\n    pass\n" for i in range(4)),
     "tests/unit/test_u.py": "".join(f"def test_u{i}():\n    pass\n" for i in range(20)),
 }
 
@@ -70,15 +87,17 @@ def test_a_parallel_run_keeps_the_engine_tests_on_one_worker_and_reports_from_ev
         check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "2 workers [29 items]" in done.stdout
+    assert "2 workers [33 items]" in done.stdout
     assert (
         "probe: said in a worker, summed up by the controller" in done.stdout.split("not run on this host")[1]
     )
     records = [json.loads(line) for line in times.read_text().splitlines()]
     # three phases a test, each written once: by the controller, never by a worker as well
-    assert sorted({r["when"] for r in records}) == ["call", "setup", "teardown"] and len(records) == 29 * 3
-    engine = {r["worker"] for r in records if r["id"].startswith("tests/engine/")}
-    assert len(engine) == 1 and engine <= {"gw0", "gw1"}, engine
+    assert sorted({r["when"] for r in records}) == ["call", "setup", "teardown"] and len(records) == 33 * 3
+    for group in (ENGINE_GROUP, APART_GROUP):
+        workers = {r["worker"] for r in records if r["group"] == group}
+        assert len(workers) == 1 and workers <= {"gw0", "gw1"}, (group, workers)
+    assert {r["group"] for r in records if r["id"].startswith("tests/unit/")} == {None}
     assert all(r["start"] <= r["stop"] for r in records)
 
 
