@@ -170,20 +170,27 @@ def test_the_same_layers_are_exported_once_and_judged_alike_from_what_was_read(
     deleting one) is exported again and still has its whiteouts applied, and an entry that is not what
     envbuild wrote is read afresh."""
     monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(tmp_path / "cache"))  # nothing read before this test
-    image_id = docker("image", "inspect", images.plain, "--format", "{{.Id}}").stdout.strip()
-    (first_code, first), exported = exports_while(lambda: audit_json(capsys, images.plain, "--gpu", "K80"))
+    image_id, deleted_id = (
+        docker("image", "inspect", ref, "--format", "{{.Id}}").stdout.strip()
+        for ref in (images.plain, images.deleted)
+    )
+
+    def audit(*args: str) -> tuple[tuple[int, dict], list[str]]:
+        return exports_while(lambda: audit_json(capsys, *args), image_id, deleted_id)
+
+    (first_code, first), exported = audit(images.plain, "--gpu", "K80")
     assert exported == [image_id]
-    (second_code, second), exported = exports_while(lambda: audit_json(capsys, images.plain, "--gpu", "K80"))
+    (second_code, second), exported = audit(images.plain, "--gpu", "K80")
     assert exported == []
     assert (second_code, second) == (first_code, first) and first_code == 1
     assert kernels(second)[in_image(PLUGIN_DIR + "/_linalg.so")] == (SASS, ["compute_120"])
 
-    (_, deleted), exported = exports_while(lambda: audit_json(capsys, images.deleted))
-    assert len(exported) == 1
+    (_, deleted), exported = audit(images.deleted)
+    assert exported == [deleted_id]
     assert in_image(PLUGIN_DIR + "/_prng.so") not in kernels(deleted)
     assert in_image(PLUGIN_DIR + "/_solver.so") not in kernels(deleted)  # a symlink now, judged once
 
     for entry in (tmp_path / "cache" / "audit").glob("*.json"):
         entry.write_text('{"format": 1, "layers": [], "objects": "not a list"}')
-    (again_code, again), exported = exports_while(lambda: audit_json(capsys, images.plain, "--gpu", "K80"))
+    (again_code, again), exported = audit(images.plain, "--gpu", "K80")
     assert exported == [image_id] and (again_code, again) == (first_code, first)

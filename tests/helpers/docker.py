@@ -84,8 +84,9 @@ def make_bookworm_image(scratch: Path) -> str:
 def make_bookworm_arm64_image(scratch: Path) -> str:
     """ARM64_BASE_IMAGE, a real linux/arm64 Debian bookworm, unless the Engine has it already.
 
-    debootstrap --arch=arm64 runs its second stage through QEMU (binfmt_misc). `docker import
-    --platform` on Engine 20.10 still labels the image amd64, and BuildKit then tries to pull it; a
+    mmdebstrap (or debootstrap) --arch=arm64 runs the packages' scripts through QEMU (binfmt_misc).
+    `docker import --platform` on Engine 20.10 still labels the image amd64, and BuildKit then tries
+    to pull it; a
     BuildKit build of `FROM scratch` + `ADD rootfs.tar /` with --platform linux/arm64 gives an image
     that later FROM lines for linux/arm64 use from the Engine.
 
@@ -97,29 +98,26 @@ def make_bookworm_arm64_image(scratch: Path) -> str:
         log = Path(os.environ[ARM64_BASE_LOG])
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no log)"
         pytest.fail(f".ci/run's background build of {ARM64_BASE_IMAGE} ended without the image: {tail}")
-    root = scratch / "rootfs"
-    done = subprocess.run(
-        [
-            "debootstrap",
-            "--arch=arm64",
-            "--variant=minbase",
-            f"--include={','.join(ARM64_INCLUDE)}",
-            "bookworm",
-            str(root),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, (
-        f"debootstrap --arch=arm64 failed (is qemu-aarch64 enabled?): {done.stdout[-2000:]}"
-    )
-    for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):  # 90 MB the image needs not
-        for entry in (root / cache).glob("*"):
-            if entry.is_file():
-                entry.unlink()
     context = scratch / "context"
     context.mkdir()
-    subprocess.run(["tar", "-C", str(root), "-cf", str(context / "rootfs.tar"), "."], check=True)
+    tarball = context / "rootfs.tar"
+    include = f"--include={','.join(ARM64_INCLUDE)}"
+    if shutil.which("mmdebstrap"):  # what .ci/run uses: one apt run under emulation, a tarball out
+        command = ["mmdebstrap", "--arch=arm64", "--variant=minbase", include, "bookworm", str(tarball)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, f"mmdebstrap --arch=arm64 failed: {done.stderr[-2000:]}"
+    else:
+        root = scratch / "rootfs"
+        command = ["debootstrap", "--arch=arm64", "--variant=minbase", include, "bookworm", str(root)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, (
+            f"debootstrap --arch=arm64 failed (is qemu-aarch64 enabled?): {done.stdout[-2000:]}"
+        )
+        for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):  # 90 MB the image needs not
+            for entry in (root / cache).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        subprocess.run(["tar", "-C", str(root), "-cf", str(tarball), "."], check=True)
     (context / "Dockerfile").write_text('FROM scratch\nADD rootfs.tar /\nCMD ["bash"]\n')
     built = docker("build", "--platform", "linux/arm64", "-t", ARM64_BASE_IMAGE, str(context), check=False)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
@@ -137,9 +135,9 @@ def wait_for_ci_arm64_base() -> None:
             fcntl.flock(handle, fcntl.LOCK_SH)
 
 
-def exports_while(action: Callable[[], T]) -> tuple[T, list[str]]:
-    """action()'s answer, and the ids of the images the Engine exported (`docker save`) meanwhile, as
-    its own event log has them."""
+def exports_while(action: Callable[[], T], *images: str) -> tuple[T, list[str]]:
+    """action()'s answer, and which of `images` (ids) the Engine exported (`docker save`) meanwhile,
+    as its own event log has them; another test's exports of other images are not counted."""
     since = f"{time.time():.6f}"
     answer = action()
     until = f"{time.time():.6f}"
@@ -156,7 +154,7 @@ def exports_while(action: Callable[[], T]) -> tuple[T, list[str]]:
         "--format",
         "{{.Actor.ID}}",
     )
-    return answer, events.stdout.split()
+    return answer, [image for image in events.stdout.split() if image in images]
 
 
 def architecture(image: str) -> str:
