@@ -19,6 +19,9 @@ from typing import ClassVar
 from envbuild._util.record import Record
 
 SMOKE_ENV_FILE = "smoke.env"  # run.path() of run.env as KEY=VALUE lines, written before execute
+# run.path() of run.image_env as KEY=VALUE lines, written before fetch for a runtime that sets
+# wants_image_env (Charliecloud puts it in the unpacked image as /ch/environment)
+IMAGE_ENV_FILE = "image.env"
 
 
 class SmokeRun(Record):
@@ -29,10 +32,22 @@ class SmokeRun(Record):
     program's command line inside the container. env: variables to add for the program (on top of the
     image's own). user: the image's USER as "uid:gid" numbers, None when it names none or a name.
     workdir: a private scratch directory on the host that the driver deletes afterwards. local: the
-    image is in the local Docker Engine (a name, not pulled by digest).
+    image is in the local Docker Engine (a name, not pulled by digest). image_env: the image's own ENV
+    as its config records it ("KEY=VALUE", in order), for a runtime that must set it up itself.
     """
 
-    __slots__ = ("image", "image_id", "platform", "device", "argv", "env", "user", "workdir", "local")
+    __slots__ = (
+        "image",
+        "image_id",
+        "platform",
+        "device",
+        "argv",
+        "env",
+        "user",
+        "workdir",
+        "local",
+        "image_env",
+    )
     image: str
     image_id: str
     platform: str | None
@@ -42,6 +57,7 @@ class SmokeRun(Record):
     user: str | None
     workdir: str
     local: bool
+    image_env: tuple[str, ...]
 
     def path(self, name: str) -> str:
         """A path in the run's scratch directory."""
@@ -77,6 +93,8 @@ class ContainerRuntime:
     # the oldest version `verify` works with, and why; None: any version does
     min_version: ClassVar[tuple[int, ...] | None] = None
     min_version_why: ClassVar[str] = ""
+    # the driver writes IMAGE_ENV_FILE before fetch: the runtime's fetch steps put it in the image
+    wants_image_env: ClassVar[bool] = False
 
     def version_step(self) -> Step:
         """The version command as a Step: a runtime whose tool needs host variables adds them."""

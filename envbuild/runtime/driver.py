@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from envbuild._util.record import Record
 from envbuild.errors import VerifyError
 from envbuild.image.platforms import host_platform
 from envbuild.image.verify import (
@@ -35,7 +36,7 @@ from envbuild.image.verify import (
 )
 from envbuild.matrix.platforms import normalize
 from envbuild.oci.reference import parse_reference
-from envbuild.runtime.base import SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step
+from envbuild.runtime.base import IMAGE_ENV_FILE, SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, smoke_command
 
 # getting and unpacking an image of a few GB over a cluster's network takes minutes, not the smoke
@@ -61,7 +62,8 @@ def verify_with(
             f"--runtime {runtime.name} needs `{runtime.binary}` on PATH, and this host has none",
             fix=runtime.install_fix,
         )
-    image_id, platform, user, local = identify(image)
+    found = identify(image)
+    image_id, platform = found.image_id, found.platform
     run_how = check_runnable(image, platform, device) if platform else None
     workdir = tempfile.mkdtemp(prefix="envbuild-verify-", dir=os.environ.get(WORKDIR_ENV) or None)
     run = SmokeRun(
@@ -71,14 +73,18 @@ def verify_with(
         device=device,
         argv=smoke_command(device, steps, precision),
         env=dict(env or {}),
-        user=user,
+        user=found.user,
         workdir=workdir,
-        local=local,
+        local=found.local,
+        image_env=found.env,
     )
     fetched: list[Step] = []
     try:
         with open(run.path(SMOKE_ENV_FILE), "w", encoding="utf-8") as handle:
             handle.write(runtime.env_file(run.env))
+        if runtime.wants_image_env:
+            with open(run.path(IMAGE_ENV_FILE), "w", encoding="utf-8") as handle:
+                handle.write(image_env_lines(image, run.image_env))
         for item in runtime.fetch(run):
             fetched.append(item)
             code, stdout, stderr = run_step(item, FETCH_TIMEOUT_S)
@@ -159,9 +165,23 @@ def run_step(item: Step, timeout: float) -> tuple[int, str, str]:
     return process.returncode, stdout, stderr
 
 
-def identify(image: str) -> tuple[str, str | None, str | None, bool]:
-    """(image id, platform, user "uid:gid" or None, local) of `image`: REPO@sha256:... from its
-    registry (the host's platform's image of an index), a plain name from the local Docker Engine."""
+class Identity(Record):
+    """What the driver knows of an image before fetching it. image_id: its config digest. platform:
+    "linux/amd64", or None when the config names none. user: its USER as "uid:gid" numbers, or None.
+    local: found in the local Docker Engine (a plain name), not by digest. env: its ENV entries
+    ("KEY=VALUE", in the config's order), only the well-formed ones."""
+
+    __slots__ = ("image_id", "platform", "user", "local", "env")
+    image_id: str
+    platform: str | None
+    user: str | None
+    local: bool
+    env: tuple[str, ...]
+
+
+def identify(image: str) -> Identity:
+    """The Identity of `image`: REPO@sha256:... from its registry (the host's platform's image of an
+    index), a plain name from the local Docker Engine."""
     parsed = parse_reference(image)
     if parsed.digest:
         from envbuild.oci.registry import image_config
@@ -169,11 +189,40 @@ def identify(image: str) -> tuple[str, str | None, str | None, bool]:
         host = host_platform()
         image_id, config = image_config(image, platform=host.name if host else "linux/amd64")
         inner = config.get("config") or {}
-        return image_id, _platform(config), numeric_user(inner.get("User")), False
+        return Identity(
+            image_id=image_id,
+            platform=_platform(config),
+            user=numeric_user(inner.get("User")),
+            local=False,
+            env=_env(inner.get("Env")),
+        )
     return _local(image)
 
 
-def _local(image: str) -> tuple[str, str | None, str | None, bool]:
+def _env(entries: object) -> tuple[str, ...]:
+    """The config's Env list as given, keeping only strings of the KEY=VALUE form (the registry's
+    document is untrusted: anything else is not an environment entry)."""
+    if not isinstance(entries, list):
+        return ()
+    return tuple(item for item in entries if isinstance(item, str) and item.partition("=")[0] and "=" in item)
+
+
+def image_env_lines(image: str, env: tuple[str, ...]) -> str:
+    """IMAGE_ENV_FILE's text: one KEY=VALUE line per entry, in the config's order, as Docker sets them
+    (and as ch-convert writes /ch/environment). A value holding a newline cannot be a line of it."""
+    for item in env:
+        if "\n" in item or "\0" in item:
+            key = item.partition("=")[0]
+            raise VerifyError(
+                f"image {image!r} sets {key!r} to a value holding a newline, which the runtime's "
+                "environment file cannot carry",
+                fix="set that variable without a newline in the image (its Dockerfile's ENV), or verify "
+                "it with Docker",
+            )
+    return "".join(f"{item}\n" for item in env)
+
+
+def _local(image: str) -> Identity:
     import docker
     import docker.errors
 
@@ -194,7 +243,14 @@ def _local(image: str) -> tuple[str, str | None, str | None, bool]:
         "architecture": attrs.get("Architecture"),
         "variant": attrs.get("Variant"),
     }
-    return str(attrs["Id"]), _platform(config), numeric_user((attrs.get("Config") or {}).get("User")), True
+    inner = attrs.get("Config") or {}
+    return Identity(
+        image_id=str(attrs["Id"]),
+        platform=_platform(config),
+        user=numeric_user(inner.get("User")),
+        local=True,
+        env=_env(inner.get("Env")),
+    )
 
 
 def _platform(config: dict) -> str | None:

@@ -43,7 +43,7 @@ def verify_from_log(image: str, path: str, *, device: str = "gpu", runtime: str 
             fix="pass the file `kubectl logs job/NAME > FILE` wrote",
         ) from None
     line = report_line(text, path)
-    image_id, platform, _user, _local = identify(image)
+    found = identify(image)
     report = json.loads(line)
     exit_code = 0 if report.get("passed") is True else 1
     seconds = report.get("duration_s")
@@ -53,8 +53,8 @@ def verify_from_log(image: str, path: str, *, device: str = "gpu", runtime: str 
         exit_code,
         device=device,
         seconds=float(seconds) if isinstance(seconds, (int, float)) else 0.0,
-        image_id=image_id,
-        platform=platform,
+        image_id=found.image_id,
+        platform=found.platform,
         emulated=False,
         runtime=runtime,
     )

@@ -1,8 +1,9 @@
 """`envbuild verify REPO@sha256:... --runtime charliecloud`, for real: the torch wheelhouse image
-pushed to the loopback registry, unpacked with ch-convert and run with ch-run on the CPU, once for the
-module (one ch-convert of a 1.2 GB image is most of this module's time); every test reads that run's
-exit code, report file, record file and scratch directory. Then the registry-side promotion: the
-report promotes the digest it names, and an edited or failed report promotes nothing."""
+pushed to the loopback registry, exported through Docker, unpacked with ch-convert and run with ch-run
+on the CPU, once for the module (the export and unpack of a 1.2 GB image is most of this module's
+time); every test reads that run's exit code, report file, record file and scratch directory. Then an
+export that fails, and the registry-side promotion: the report promotes the digest it names, and an
+edited or failed report promotes nothing."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import requests
 
 from envbuild.image.verify import report_digest, report_document
 from envbuild.oci.registry import resolve_digest
+from envbuild.runtime.charliecloud import EXPORT_ROLE
+from tests.helpers.docker import docker
 from tests.helpers.runtimeimages import pushed_torch_image
 
 pytestmark = pytest.mark.docker
@@ -106,9 +109,33 @@ def test_the_record_names_runtime_host_and_report(verified: Verified) -> None:
     assert record["passed"] is True and record["failed"] == []
 
 
+def export_containers() -> list[str]:
+    """Containers the Docker path created to export an image (only this group's Charliecloud runs
+    make them, one at a time)."""
+    listed = docker("ps", "-aq", "--filter", f"label={EXPORT_ROLE}")
+    return listed.stdout.split()
+
+
 def test_nothing_is_left_unpacked(verified: Verified) -> None:
     assert verified.code == 0, verified.stderr[-3000:]
     assert sorted(os.listdir(verified.runtime_dir)) == []
+    assert export_containers() == []  # the container made to export the image is gone too
+
+
+def test_an_export_that_fails_names_its_step_and_leaves_no_container(
+    candidate: str, verified: Verified, mounted, tmp_path: Path
+) -> None:
+    """The exported tarball does not fit the runtime directory (a 1 MB tmpfs): verify fails at that
+    step, with its error, and the cleanup removes the container made to export and the scratch files."""
+    small = mounted("size=1m")
+    env = {**os.environ, "ENVBUILD_RUNTIME_DIR": str(small)}
+    command = [sys.executable, "-m", "envbuild", "verify", candidate, "--runtime", "charliecloud"]
+    done = subprocess.run([*command, "--smoke-device", "cpu"], capture_output=True, text=True, env=env)
+    assert done.returncode == 1, done.stderr
+    assert "charliecloud could not export the image's filesystem" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert export_containers() == []
+    assert os.listdir(small) == []
 
 
 def promote(ref: str, tag: str, report: Path) -> subprocess.CompletedProcess[str]:

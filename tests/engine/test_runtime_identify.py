@@ -39,8 +39,17 @@ def test_identify_reads_the_pushed_image_id_and_user(
             headers={"Accept": MANIFEST_ACCEPT},
             timeout=30,
         ).json()
+        config = requests.get(
+            f"http://{anonymous_registry}/v2/{REPOSITORY}/blobs/{manifest['config']['digest']}", timeout=30
+        ).json()
         found = identify(f"{anonymous_registry}/{REPOSITORY}@{digest}")
         delete_manifest(anonymous_registry, REPOSITORY, digest)
     finally:
         docker("rmi", tag, check=False)
-    assert found == (manifest["config"]["digest"], host_platform().name, expected, False)
+    assert (found.image_id, found.platform, found.user, found.local) == (
+        manifest["config"]["digest"],
+        host_platform().name,
+        expected,
+        False,
+    )
+    assert found.env == tuple(config["config"].get("Env") or ())  # BuildKit records a PATH

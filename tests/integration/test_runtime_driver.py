@@ -16,7 +16,11 @@ from envbuild.runtime.base import SMOKE_ENV_FILE
 from envbuild.runtime.driver import WORKDIR_ENV, identify, verify_with
 from tests.helpers.runtimes import ConfigRegistry, ScriptedRuntime, entries, gone_within, print_report, sh
 
-CONFIG = {"architecture": "amd64", "os": "linux", "config": {"User": "10001:10002"}}
+# Env as the registry serves it, untrusted: a number, an entry with no name and one with no "=" are no
+# environment entries and are dropped; the rest keep their order
+ENV = ["PATH=/usr/local/bin:/usr/bin", "LANG=C.UTF-8", 7, "=nameless", "NOEQUALS", "EMPTY="]
+CONFIG = {"architecture": "amd64", "os": "linux", "config": {"User": "10001:10002", "Env": ENV}}
+KEPT_ENV = ("PATH=/usr/local/bin:/usr/bin", "LANG=C.UTF-8", "EMPTY=")
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +126,46 @@ def test_a_timeout_kills_the_whole_process_group_and_leaves_nothing(
 
 
 def test_the_image_user_and_id_come_from_the_registry(registry: ConfigRegistry) -> None:
-    assert identify(registry.ref) == (registry.config_digest, "linux/amd64", "10001:10002", False)
+    found = identify(registry.ref)
+    assert (found.image_id, found.platform, found.user, found.local) == (
+        registry.config_digest,
+        "linux/amd64",
+        "10001:10002",
+        False,
+    )
+    assert found.env == KEPT_ENV
+
+
+class WantsImageEnv(ScriptedRuntime):
+    wants_image_env = True  # as Charliecloud: the driver writes image.env before fetch
+
+
+def test_a_runtime_that_wants_the_image_env_gets_it_as_lines_before_fetch(
+    registry: ConfigRegistry, scratch: Path, tmp_path: Path
+) -> None:
+    copy = sh('cp "$1/image.env" "$2"', "{workdir}", str(tmp_path / "image.env"))
+    runtime = WantsImageEnv(
+        fetch=lambda run: [tuple(arg.replace("{workdir}", run.workdir) for arg in copy)],
+        execute=lambda run: print_report("torch-cpu-passed.json"),
+        cleanup=lambda run: [],
+    )
+    assert verify_with(runtime, registry.ref, device="cpu").passed
+    assert (tmp_path / "image.env").read_text() == "".join(f"{item}\n" for item in KEPT_ENV)
+    assert entries(scratch) == []
+
+
+def test_an_image_env_value_with_a_newline_is_refused_before_any_fetch(scratch: Path, tmp_path: Path) -> None:
+    config = {**CONFIG, "config": {"User": "0", "Env": ["GOOD=1", "BAD=two\nlines"]}}
+    runtime = WantsImageEnv(
+        fetch=lambda run: [sh('touch "$1"', str(tmp_path / "fetched"))],
+        execute=lambda run: print_report("torch-cpu-passed.json"),
+        cleanup=lambda run: [],
+    )
+    refused = pytest.raises(VerifyError, match="'BAD' to a value holding a newline")
+    with ConfigRegistry(config) as served, refused:
+        verify_with(runtime, served.ref, device="cpu")
+    assert not (tmp_path / "fetched").exists()
+    assert entries(scratch) == []
 
 
 def as_user(uid: int, function) -> int:

@@ -32,6 +32,7 @@ def run_of(image: str = LOOPBACK, device: str = "cpu", user: str | None = None, 
         "user": user,
         "workdir": WORK,
         "local": False,
+        "image_env": ("PATH=/usr/local/bin:/usr/bin", "LANG=C.UTF-8"),
     }
     return SmokeRun(**(fields | extra))
 
@@ -172,12 +173,41 @@ def user_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return {"USER": getpass.getuser()}
 
 
+CONTAINER = "envbuild-ch-envbuild-verify-abc123"  # the scratch directory's name: one per run
+
+
+def exported_through_docker(image: str) -> list[tuple[str, ...]]:
+    """ch-convert -i docker's steps without its gzip: create, export, environment, ch-convert -i tar."""
+    return [
+        ("docker", "create", "--read-only", "--label", "io.envbuild.role=charliecloud-export",
+         "--name", CONTAINER, image, "/bin/true"),
+        ("docker", "export", "--output", f"{WORK}/image.tar", CONTAINER),
+        ("docker", "rm", CONTAINER),
+        ("tar", "--append", "-f", f"{WORK}/image.tar", "-C", WORK,
+         "--transform=s,^image\\.env$,ch/environment,", "image.env"),
+        ("ch-convert", "-i", "tar", "-o", "dir", f"{WORK}/image.tar", f"{WORK}/image"),
+        ("rm", "-f", f"{WORK}/image.tar"),
+    ]  # fmt: skip
+
+
 def test_charliecloud_gets_a_plain_http_image_through_docker(user_env: dict[str, str]) -> None:
-    pulled, converted = runtime_named("charliecloud").fetch(run_of())
+    pulled, *exported = runtime_named("charliecloud").fetch(run_of())
     assert pulled.argv == ("docker", "pull", "--quiet", LOOPBACK)
     assert pulled.env is None
-    assert converted.argv == ("ch-convert", "-i", "docker", "-o", "dir", LOOPBACK, f"{WORK}/image")
-    assert converted.env == user_env
+    assert [s.argv for s in exported] == exported_through_docker(LOOPBACK)
+    assert [s.env for s in exported] == [None, None, None, None, user_env, None]  # ch-convert wants $USER
+
+
+def test_charliecloud_removes_the_export_container_whatever_failed() -> None:
+    (removed,) = runtime_named("charliecloud").cleanup(run_of())
+    assert removed.argv == ("docker", "rm", "--force", CONTAINER)
+    assert runtime_named("charliecloud").cleanup(run_of(REMOTE)) == []  # ch-image made no container
+
+
+def test_charliecloud_export_container_is_named_after_the_scratch_directory_alone() -> None:
+    odd = run_of(workdir="/scratch/a dir;$(x)/envbuild-verify-q_1")  # ENVBUILD_RUNTIME_DIR is the user's
+    (create, *_rest) = runtime_named("charliecloud").fetch(odd)[1:]
+    assert create.argv[create.argv.index("--name") + 1] == "envbuild-ch-envbuild-verify-q_1"
 
 
 def test_charliecloud_pulls_https_with_ch_image_into_the_workdir(user_env: dict[str, str]) -> None:
@@ -191,14 +221,14 @@ def test_charliecloud_pulls_https_with_ch_image_into_the_workdir(user_env: dict[
 
 
 def test_charliecloud_converts_a_local_docker_image_without_pulling() -> None:
-    (converted,) = runtime_named("charliecloud").fetch(run_of("envbuild/demo:dev", local=True))
-    assert converted.argv == ("ch-convert", "-i", "docker", "-o", "dir", "envbuild/demo:dev", f"{WORK}/image")
+    steps = runtime_named("charliecloud").fetch(run_of("envbuild/demo:dev", local=True))
+    assert [s.argv for s in steps] == exported_through_docker("envbuild/demo:dev")
 
 
 def test_charliecloud_gpu_fetch_injects_the_host_nvidia_libraries() -> None:
     steps = runtime_named("charliecloud").fetch(run_of(device="gpu"))
     assert [s.argv for s in steps][-1] == ("ch-fromhost", "--nvidia", f"{WORK}/image")
-    assert len(steps) == 3
+    assert len(steps) == 8  # the pull, the six of the export, then ch-fromhost
 
 
 def test_charliecloud_runs_as_the_image_user_from_the_smoke_env_file() -> None:
