@@ -9,7 +9,9 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import urllib.error
 import urllib.request
 import zipfile
@@ -291,8 +293,16 @@ def test_uv_installs_the_chain(index: PackageIndex, tmp_path: Path) -> None:
 # -- the HTTP surface -----------------------------------------------------------------------------------
 
 
+def _metadata_of(wheel: Path) -> bytes:
+    with zipfile.ZipFile(wheel) as archive:
+        (member,) = (n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return archive.read(member)
+
+
 def test_project_page_json_and_html(index: PackageIndex, built_wheels: Path) -> None:
     digest = _sha256(built_wheels / "app-1.0-py3-none-any.whl")
+    metadata = _metadata_of(built_wheels / "app-1.0-py3-none-any.whl")
+    metadata_digest = hashlib.sha256(metadata).hexdigest()
 
     status, content_type, body, _ = _get(f"{index.url}/app/", accept=JSON_TYPE)
     assert status == 200
@@ -306,6 +316,9 @@ def test_project_page_json_and_html(index: PackageIndex, built_wheels: Path) -> 
             "url": index.file_url("app-1.0-py3-none-any.whl"),
             "hashes": {"sha256": digest},
             "requires-python": ">=3.8",
+            # PEP 714's name and PEP 658's, as PyPI serves both
+            "core-metadata": {"sha256": metadata_digest},
+            "dist-info-metadata": {"sha256": metadata_digest},
         }
     ]
 
@@ -315,6 +328,13 @@ def test_project_page_json_and_html(index: PackageIndex, built_wheels: Path) -> 
     text = body.decode()
     assert f'href="../../files/app-1.0-py3-none-any.whl#sha256={digest}"' in text
     assert 'data-requires-python="&gt;=3.8"' in text
+    assert f'data-core-metadata="sha256={metadata_digest}"' in text
+    assert f'data-dist-info-metadata="sha256={metadata_digest}"' in text
+
+    # The METADATA beside the wheel is the wheel's own, byte for byte.
+    status, _, served, _ = _get(index.file_url("app-1.0-py3-none-any.whl") + ".metadata")
+    assert status == 200 and served == metadata
+    assert _get(index.file_url("nothing-1.0-py3-none-any.whl") + ".metadata")[0] == 404
 
     # The file behind the link is the wheel itself.
     status, _, data, _ = _get(page["files"][0]["url"])
@@ -322,6 +342,35 @@ def test_project_page_json_and_html(index: PackageIndex, built_wheels: Path) -> 
     assert hashlib.sha256(data).hexdigest() == digest
     assert index.requests["/simple/app/"] == 2
     assert index.requests["/files/app-1.0-py3-none-any.whl"] == 1
+
+
+def test_without_core_metadata_the_pages_name_none_and_the_route_is_gone(built_wheels: Path) -> None:
+    """core_metadata=False: an index as devpi or an older mirror may be, where a resolver must
+    download each candidate wheel to read its dependencies."""
+    with PackageIndex(built_wheels, core_metadata=False) as plain:
+        (entry,) = json.loads(_get(f"{plain.url}/app/", accept=JSON_TYPE)[2])["files"]
+        assert "core-metadata" not in entry and "dist-info-metadata" not in entry
+        assert b"data-core-metadata" not in _get(f"{plain.url}/app/")[2]
+        assert _get(plain.file_url("app-1.0-py3-none-any.whl") + ".metadata")[0] == 404
+
+
+def test_uv_resolves_from_the_metadata_without_downloading_a_wheel(
+    built_wheels: Path, tmp_path: Path
+) -> None:
+    """What makes a lock against the torch index cheap: uv reads METADATA (a few KB), never the
+    candidate wheels; with core_metadata=False the same compile downloads them."""
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    fetched = {}
+    for flavour in (True, False):
+        with PackageIndex(built_wheels, core_metadata=flavour) as served:
+            command = [uv, "pip", "compile", "-", "--index-url", served.url, "--quiet", "--no-header"]
+            command += ["--python-version", "3.11", "--cache-dir", str(tmp_path / f"cache-{flavour}")]
+            done = subprocess.run(command, input="app\n", capture_output=True, text=True, check=False)
+            assert done.returncode == 0, done.stderr
+            assert "lib==2.0" in done.stdout
+            fetched[flavour] = sorted(p for p in served.requests if p.startswith("/files/"))
+    assert fetched[True] and all(path.endswith(".whl.metadata") for path in fetched[True])
+    assert fetched[False] and not any(path.endswith(".metadata") for path in fetched[False])
 
 
 def test_content_negotiation_follows_quality(index: PackageIndex) -> None:
