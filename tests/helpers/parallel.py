@@ -3,16 +3,19 @@
 - **Two engine groups.** The tests in tests/engine/ share one Docker Engine, so they run in two units
   of work, each on one worker in order, while the other workers take tests/unit and
   tests/integration one test at a time:
-  - "engine": every module that runs envbuild's smoke step through the Engine (`build`, `verify`,
-    `verify_image`) or looks at the Engine as a whole. Their assertions count the Engine's smoke
-    containers (`label=io.envbuild.role=smoke`, the only Engine-wide query in the tests), so no
-    other smoke container may exist meanwhile.
+  - "engine": every module that runs envbuild's smoke step or image inventory through the Engine
+    (`build`, `verify`, `verify_image`, `read_inventory`) or looks at the Engine as a whole. Their
+    assertions count the Engine's smoke containers (`label=io.envbuild.role=smoke`) and, in the
+    attest end-to-end test, its inventory containers over a time window (the only Engine-wide
+    queries in the tests), so no other such container may exist meanwhile.
   - "engine-apart" (APART_MODULES): modules whose Engine use is confined to images, containers and
-    repositories of their own and that start no envbuild smoke container: the one-node Slurm
-    cluster's end-to-end test (its only user), the Charliecloud and HPC runtimes (ch-run, not
-    Docker), and the rendered-Dockerfile builds (plain `docker run`). tests/unit/test_parallel.py
-    checks they run no smoke step through the Engine. They are the group the worker that finishes
-    tests/unit and tests/integration early can take, about a quarter of the engine tests' time.
+    repositories of their own and that start no envbuild smoke or inventory container: the one-node
+    Slurm cluster's end-to-end test (its only user), the Charliecloud and HPC runtimes (ch-run, not
+    Docker), the rendered-Dockerfile builds (plain `docker run`), and the modules that only
+    `docker build` and run images of their own, push to and promote in registries, or ask doctor.
+    tests/unit/test_parallel.py checks they run no smoke step and no inventory through the Engine.
+    They are the group the worker that finishes tests/unit and tests/integration early can take,
+    about two fifths of the engine tests' time, so that neither worker waits for the other.
   Tests outside tests/engine/ may use the registry on 127.0.0.1:5000, each in a repository of its
   own. The `docker` marker is only allowed in tests/engine/ (test_parallel.py), so the folder is the
   whole rule. Each worker builds its own session images, under tags of its own (docker.TORCH_IMAGE).
@@ -45,7 +48,25 @@ from tests.helpers.paths import REPO
 ENGINE_GROUP = "engine"
 APART_GROUP = "engine-apart"
 APART_MODULES = frozenset(
-    {"test_render_docker.py", "test_runtime_charliecloud.py", "test_runtime_hpc.py", "test_slurm_e2e.py"}
+    {
+        # the long ones: Slurm, the HPC runtimes and the rendered-Dockerfile builds
+        "test_render_docker.py",
+        "test_runtime_charliecloud.py",
+        "test_runtime_hpc.py",
+        "test_slurm_e2e.py",
+        # plain `docker build`s of their own, registries and promotion by digest, doctor
+        "test_cuda_layer.py",
+        "test_doctor_engine.py",
+        "test_doctor_no_gpu.py",
+        "test_engine.py",
+        "test_lock_engine.py",
+        "test_referrers.py",
+        "test_registry.py",
+        "test_registry_credentials.py",
+        "test_registry_index.py",
+        "test_registry_promote.py",
+        "test_runtime_identify.py",
+    }
 )
 ENGINE_TESTS = REPO / "tests" / "engine"
 ENGINE_PREFIX = "tests/engine/"  # the same folder, as node ids begin (rootdir-relative)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,12 +46,17 @@ PROBE = "probe: said in a worker, summed up by the controller"
 
 
 def test_the_apart_modules_run_no_smoke_step_through_the_engine() -> None:
-    """The engine group counts the Engine's smoke containers, so a module beside it may start none:
-    no `envbuild build` or Docker verify (a `verify` command line names another --runtime), no
-    verify_image, and no Engine-wide smoke-container query of its own."""
+    """The engine group counts the Engine's smoke and inventory containers, so a module beside it
+    may start none: no `envbuild build` or Docker verify (a `verify` command line names another
+    --runtime), no verify_image or read_inventory, and no Engine-wide container query of its own."""
     for module in sorted(APART_MODULES):
         text = (ENGINE_TESTS / module).read_text()
-        assert 'main(["build"' not in text and "verify_image" not in text and "role=smoke" not in text, module
+        compact = re.sub(r"\s+", "", text)  # main(\n["build", ... spread over lines is still a build
+        assert 'main(["build"' not in compact and '["build","-f"' not in compact, module
+        assert "verify_image" not in text and "role=smoke" not in text, module
+        assert "inventory" not in text and "attest_image" not in text, module
+        for verify in re.findall(r'main\(\["verify"[^\]]*\]', compact):
+            assert '"--runtime"' in verify, f"{module}: {verify}"
         for line in text.splitlines():
             if '"verify"' in line and "envbuild" in line:
                 assert '"--runtime"' in line, f"{module}: {line.strip()}"
