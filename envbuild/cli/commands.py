@@ -435,8 +435,12 @@ def attest(args: argparse.Namespace) -> int:
         from envbuild.attest.publish import attach_image
 
         sign_key = _sign_key(args)
-        published = attach_image(
-            args.image, record_path=args.record, report_path=args.report, sign_key=sign_key
+        published = attach_image(  # -f: the spec whose envbuild.lock gives the hashes (with --report)
+            args.image,
+            record_path=args.record,
+            report_path=args.report,
+            sign_key=sign_key,
+            spec_path=args.file,
         )
         for item in published.attached:
             print(f"attached the {item['kind']} {item['digest']} to {item['subject']} ({item['path']})")

@@ -8,6 +8,7 @@ One build for the module (about a minute warm): every test reads what it pushed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -339,6 +340,11 @@ def test_attach_from_the_registry_with_the_verify_report(built: dict, capsys, tm
         checked = json.loads(capsys.readouterr().out)
         assert code == 0 and checked["ok"] is True, [c for c in checked["checks"] if not c.get("ok", True)]
         assert {"lock digest", "label spec digest"} <= {c["name"] for c in checked["checks"]}
+        # -f named the spec, so its envbuild.lock reached both documents (issue 32: -f was ignored,
+        # and they said "neither names a lock (built unlocked)")
+        lock_digest = "sha256:" + hashlib.sha256((built["root"] / "envbuild.lock").read_bytes()).hexdigest()
+        (named,) = (c for c in checked["checks"] if c["name"] == "lock digest")
+        assert named["ok"] is True and named["detail"] == lock_digest, named
         # the promoted image's label names its own report: this one would contradict it
         promoted = f"{built['repository']}@{built['digest']}"
         assert main(["attest", promoted, "--attach", "--report", str(report)]) == 1
