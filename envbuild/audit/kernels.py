@@ -10,6 +10,7 @@ milliseconds (it reads the section table, not the code), and weighs less than on
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -28,15 +29,34 @@ LIST_TIMEOUT_S = 120  # listing reads the section table: milliseconds even for a
 
 class Kernels(Record):
     """The fatbin entries of one shared object. sass: "sm_90", "sm_90a", "sm_100f"...; ptx: "compute_120"...
-    Both empty: the object has no device code (a CPU library, or a loader), which is not an error."""
+    Both empty: the object has no device code (a CPU library, or a loader), which is not an error.
 
-    __slots__ = ("sass", "ptx")
+    unread: None when cuobjdump read the whole fatbin; else why it stopped, in its own words and with
+    its version. cuobjdump 13 lists what it can and then gives up on entries it no longer reads (the
+    sm_35 ones of cuBLAS 11, something in cuBLAS 12.4's fatbin): the entries listed before that are
+    real and are kept, so the library is "partly read" (or "not read" when nothing was listed). What
+    such a library decides is the audit's business (audit.tree), not a reason to stop reading."""
+
+    __slots__ = ("sass", "ptx", "unread")
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
+    unread: str | None
+
+    def __init__(self, *, sass: tuple[str, ...], ptx: tuple[str, ...], unread: str | None = None) -> None:
+        super().__init__(sass=sass, ptx=ptx, unread=unread)
 
     @property
     def has_device_code(self) -> bool:
         return bool(self.sass or self.ptx)
+
+    @property
+    def partly_read(self) -> bool:
+        return self.unread is not None and self.has_device_code
+
+    @property
+    def not_read(self) -> bool:
+        """cuobjdump could read nothing of it: whether it has device code is unknown."""
+        return self.unread is not None and not self.has_device_code
 
 
 def cuobjdump_binary() -> str:
@@ -110,8 +130,21 @@ def check_elf(path: str) -> None:
         )
 
 
-def _list(binary: str, path: str) -> list[str]:
-    """One cuobjdump run lists both kinds (--list-elf --list-ptx): half the processes of two runs."""
+@functools.lru_cache(maxsize=8)
+def cuobjdump_version(binary: str) -> str:
+    """ "cuobjdump 13.5 (V13.5.37)", as `cuobjdump --version` says it: what a reader of an error needs
+    to tell one cuobjdump's limits from another's."""
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return "cuobjdump (version unknown)"
+    match = re.search(r"release (\d+\.\d+), (V[\w.]+)", done.stdout)
+    return f"cuobjdump {match.group(1)} ({match.group(2)})" if match else "cuobjdump (version unknown)"
+
+
+def _list(binary: str, path: str) -> tuple[list[str], str | None]:
+    """(the entry lines, why cuobjdump stopped or None). One run lists both kinds (--list-elf
+    --list-ptx): half the processes of two runs. A failing run keeps the entries it listed first."""
     try:
         done = subprocess.run(
             [binary, "--list-elf", "--list-ptx", path],
@@ -124,7 +157,7 @@ def _list(binary: str, path: str) -> list[str]:
     except subprocess.TimeoutExpired:
         raise EnvbuildError(
             f"cuobjdump did not list {path} within {LIST_TIMEOUT_S} s",
-            fix="check the file is a complete ELF shared object on a local disk",
+            fix="listing takes milliseconds from a local disk: copy the file to one and audit it there",
         ) from None
     except OSError as exc:
         raise EnvbuildError(
@@ -133,18 +166,20 @@ def _list(binary: str, path: str) -> list[str]:
         ) from None
     text = done.stdout + done.stderr
     if _NO_DEVICE_CODE in text:
-        return []
-    if done.returncode != 0:
-        detail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise UsageError(
-            f"audit {path}: cuobjdump cannot read its fatbin ({detail})",
-            fix="check the file is a complete ELF shared object",
-        )
-    return [line for line in done.stdout.splitlines() if _ENTRY_RE.match(line.strip())]
+        return [], None
+    entries = [line for line in done.stdout.splitlines() if _ENTRY_RE.match(line.strip())]
+    if done.returncode == 0:
+        return entries, None
+    # check_elf ruled out a truncated file: this is cuobjdump's limit, not the file's
+    detail = (done.stderr.strip().splitlines() or ["no output"])[-1].strip()
+    detail = detail.replace(path, os.path.basename(path))[:300]  # bounded; the path is said elsewhere
+    listed = f"after listing {len(entries)} entries" if entries else "before listing any entry"
+    return entries, f"{cuobjdump_version(binary)} stopped {listed} (exit {done.returncode}): {detail}"
 
 
-def parse_listing(lines: list[str]) -> Kernels:
-    """Kernels from cuobjdump --list-elf and --list-ptx lines (either, or both, mixed)."""
+def parse_listing(lines: list[str], unread: str | None = None) -> Kernels:
+    """Kernels from cuobjdump --list-elf and --list-ptx lines (either, or both, mixed); `unread`: why
+    the listing is not the whole fatbin, if it is not."""
     sass, ptx = set(), set()
     for line in lines:
         match = _ENTRY_RE.match(line.strip())
@@ -152,7 +187,9 @@ def parse_listing(lines: list[str]) -> Kernels:
             continue
         kind = match.group(1)
         (sass if kind == "ELF" else ptx).add(_arch(match.group("name"), kind))
-    return Kernels(sass=tuple(sorted(sass, key=arch_key)), ptx=tuple(sorted(ptx, key=arch_key)))
+    return Kernels(
+        sass=tuple(sorted(sass, key=arch_key)), ptx=tuple(sorted(ptx, key=arch_key)), unread=unread
+    )
 
 
 def arch_key(arch: str) -> tuple[tuple[int, int], str]:
@@ -161,6 +198,7 @@ def arch_key(arch: str) -> tuple[tuple[int, int], str]:
 
 
 def read_kernels(path: str, binary: str | None = None) -> Kernels:
-    """The SASS and PTX entries of the shared object at `path`; empty for one without device code."""
+    """The SASS and PTX entries of the shared object at `path`; empty for one without device code;
+    with `unread` set when cuobjdump stopped before the end of its fatbin."""
     check_elf(path)
-    return parse_listing(_list(binary or cuobjdump_binary(), path))
+    return parse_listing(*_list(binary or cuobjdump_binary(), path))

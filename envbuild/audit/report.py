@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from envbuild.audit.kernels import Kernels
 from envbuild.audit.libraries import FRAMEWORK_LIBRARIES
-from envbuild.audit.tree import Audit
+from envbuild.audit.tree import UNREADABLE_FIX, Audit
 from envbuild.audit.verdict import NO_KERNEL_MESSAGE, RUNS
 from envbuild.matrix.versions import format_cc, sm_name
 
@@ -14,6 +15,11 @@ _SAY = {
     "same-major": "SASS of the same major (runs)",
     "ptx-only": "PTX JIT only (compiles at first launch; needs a driver as new as the PTX)",
 }
+
+
+def _how_read(kernels: Kernels) -> str:
+    """ "whole", "partly" (judged by the entries listed before cuobjdump stopped) or "not read"."""
+    return "not read" if kernels.not_read else "partly" if kernels.partly_read else "whole"
 
 
 def _shown(arches: tuple[str, ...]) -> str:
@@ -32,6 +38,11 @@ def to_text(audit: Audit) -> str:
             f"  SASS: {_shown(library.kernels.sass)}",
             f"  PTX:  {_shown(library.kernels.ptx)}",
         ]
+        if library.kernels.not_read:
+            lines.append(f"  not read: {library.kernels.unread}")
+            continue
+        if library.kernels.partly_read:
+            lines.append(f"  partly read, judged by the entries listed: {library.kernels.unread}")
         for gpu, verdict in library.verdicts:
             lines.append(f"  {gpu}: {_SAY.get(verdict, NO_KERNEL_MESSAGE)}")
     if audit.without_device_code:
@@ -40,6 +51,10 @@ def to_text(audit: Audit) -> str:
         lines += ["", "no shared object with device code"]
     for gpu, path in audit.failures:
         lines.append(f"error: {gpu}: {NO_KERNEL_MESSAGE} ({path})")
+    for library in audit.unreadable:
+        lines.append(f"error: {library.path}: not read ({library.kernels.unread})")
+    if audit.unreadable:
+        lines.append(f"fix: {UNREADABLE_FIX}")
     if audit.framework_missing:
         wanted = ", ".join(FRAMEWORK_LIBRARIES[audit.framework])
         lines.append(
@@ -60,9 +75,18 @@ def to_document(audit: Audit) -> dict:
                 "sass": list(library.kernels.sass),
                 "ptx": list(library.kernels.ptx),
                 "counts": library.counts,
-                "verdicts": dict(library.verdicts),
+                "verdicts": {} if library.kernels.not_read else dict(library.verdicts),
+                "read": "not read"
+                if library.kernels.not_read
+                else "partly"
+                if library.kernels.partly_read
+                else "whole",
+                "unread": library.kernels.unread,
             }
             for library in audit.libraries
+        ],
+        "unreadable": [
+            {"library": library.path, "error": library.kernels.unread} for library in audit.unreadable
         ],
         "without_device_code": list(audit.without_device_code),
         "ok": audit.ok,
@@ -72,6 +96,7 @@ def to_document(audit: Audit) -> dict:
         "framework_missing": audit.framework_missing,
         "runs": {
             g.name: not audit.framework_missing
+            and not audit.unreadable
             and all(dict(lib.verdicts)[g.name] in RUNS for lib in audit.libraries if lib.counts)
             for g in audit.gpus
         },

@@ -16,6 +16,10 @@ from envbuild.matrix.model import Gpu
 
 
 class LibraryAudit(Record):
+    """One library with device code, or one cuobjdump could not read to the end (kernels.unread): a
+    partly read one is judged by the entries it listed; a library not read at all has no verdict
+    that means anything, so it is never among `failures`: `unreadable` says it instead."""
+
     __slots__ = ("path", "kernels", "counts", "verdicts")
     path: str  # inside the artifact, "/"-separated
     kernels: Kernels
@@ -33,14 +37,26 @@ class Audit(Record):
 
     @property
     def failures(self) -> list[tuple[str, str]]:
-        """(GPU name, library) for every counted library that has no kernel image for a GPU."""
+        """(GPU name, library) for every counted library that has no kernel image for a GPU (in what
+        cuobjdump could list of it)."""
         return [
             (gpu, library.path)
             for library in self.libraries
-            if library.counts
+            if library.counts and not library.kernels.not_read
             for gpu, verdict in library.verdicts
             if verdict not in RUNS
         ]
+
+    @property
+    def unreadable(self) -> list[LibraryAudit]:
+        """Counted libraries cuobjdump could read nothing of: the audit cannot decide them, so it fails
+        on them rather than pass what it never saw. An uncounted one is only reported."""
+        return [library for library in self.libraries if library.counts and library.kernels.not_read]
+
+    @property
+    def partly_read(self) -> list[LibraryAudit]:
+        """Libraries judged by the entries cuobjdump listed before it stopped (reported, with why)."""
+        return [library for library in self.libraries if library.kernels.partly_read]
 
     @property
     def framework_missing(self) -> bool:
@@ -51,8 +67,15 @@ class Audit(Record):
 
     @property
     def ok(self) -> bool:
-        return not self.failures and not self.framework_missing
+        return not self.failures and not self.unreadable and not self.framework_missing
 
+
+# what to do about a deciding library cuobjdump could not list (audit.report and the build's gate)
+UNREADABLE_FIX = (
+    "cuobjdump could not list the kernels of a library that decides the audit, so no GPU can be "
+    "judged by it: try the newest cuobjdump (pip install -U nvidia-cuda-cuobjdump), and if it still "
+    "stops, report it to envbuild with the cuobjdump version and the library's wheel"
+)
 
 _SHARED_OBJECT_NAME = re.compile(r"\.so(\.\d+)*$")  # libfoo.so, libcudart.so.12, libcublasLt.so.12.4.5.8
 WORKERS = 4  # cuobjdump runs at once: a directory of many small objects is bound by process starts
@@ -117,10 +140,11 @@ def judge_tree(
     verdict per GPU for each library with device code, and which libraries count for `framework`."""
     check_framework(framework)
     # found only among the libraries with device code: a framework is known from its kernels
-    framework = framework or framework_of([p for p, k in kernels.items() if k.has_device_code])
+    in_gpu_code = [p for p, k in kernels.items() if k.has_device_code or k.unread]
+    framework = framework or framework_of(in_gpu_code)
     libraries, plain = [], []
     for path, listed in kernels.items():
-        if not listed.has_device_code:
+        if not listed.has_device_code and listed.unread is None:
             plain.append(path)
             continue
         verdicts = tuple((gpu.name, judge(listed.sass, listed.ptx, gpu.cc)) for gpu in gpus)

@@ -36,7 +36,8 @@ from envbuild.audit.kernels import Kernels
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-FORMAT = 1  # bump when what is kept, or how it is read from an image, changes
+FORMAT = 2  # bump when what is kept, or how it is read from an image, changes (2: why a read stopped)
+MAX_UNREAD = 1000  # the reason a read stopped: kernels.py bounds cuobjdump's line to 300 characters
 MAX_BYTES = 32 << 20  # a CUDA image's few thousand shared objects take well under 1 MiB
 _DIFF_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ENTRY = re.compile(r"^(sm|compute)_\d{2,4}[af]?$")
@@ -97,14 +98,16 @@ def _kernels(entry: object, layers: Sequence[str]) -> dict[str, Kernels] | None:
         return None
     found: dict[str, Kernels] = {}
     for item in objects:
-        if not (isinstance(item, list) and len(item) == 3):
+        if not (isinstance(item, list) and len(item) == 4):
             return None
-        path, sass, ptx = item
+        path, sass, ptx, unread = item
         if not (isinstance(path, str) and isinstance(sass, list) and isinstance(ptx, list)):
             return None
         if not all(isinstance(arch, str) and _ENTRY.match(arch) for arch in (*sass, *ptx)):
             return None
-        found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx))
+        if not (unread is None or (isinstance(unread, str) and 0 < len(unread) <= MAX_UNREAD)):
+            return None
+        found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx), unread=unread)
     return found
 
 
@@ -114,7 +117,7 @@ def store(layers: Sequence[str], binary: str, kernels: dict[str, Kernels]) -> No
     path = _path(layers, binary)
     if path is None:
         return
-    objects = [[name, list(found.sass), list(found.ptx)] for name, found in kernels.items()]
+    objects = [[name, list(found.sass), list(found.ptx), found.unread] for name, found in kernels.items()]
     entry = {"format": FORMAT, "layers": list(layers), "objects": objects}
     with contextlib.suppress(OSError):
         write_atomic(path, json.dumps(entry, separators=(",", ":")))

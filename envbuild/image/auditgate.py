@@ -13,12 +13,16 @@ The rule, in one place:
   necessity) pass with a warning in the record and no verdict or label for the GPU. A CPU-only build
   in a GPU image is broken too, but the smoke step on a GPU runner is what proves that; the gate
   fails only on what the artifact shows will not run;
-- a target without GPUs gets the kernels listed, and no verdict.
+- a target without GPUs gets the kernels listed, and no verdict;
+- a library cuobjdump stops on partway is judged by the entries it listed and reported as partly
+  read; one it can read nothing of fails the gate when it is a framework library (the audit cannot
+  decide it), and is only reported when it is not (cuBLAS, cuDNN, NCCL: the matrix's business).
 """
 
 from __future__ import annotations
 
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.audit.tree import UNREADABLE_FIX
 from envbuild.audit.verdict import NATIVE, NO_KERNEL, NO_KERNEL_MESSAGE, PTX_ONLY, RUNS, SAME_MAJOR
 from envbuild.errors import VerifyError
 from envbuild.image.filesystem import audit_image
@@ -56,7 +60,7 @@ class Gate(Record):
 
 def judge_audit(audit: Audit, where: str) -> Gate:
     """The gate's answer for an audit already made (`where` starts the error message)."""
-    counted = [library for library in audit.libraries if library.counts]
+    counted = [library for library in audit.libraries if library.counts and not library.kernels.not_read]
     gpus: dict[str, dict] = {}
     for gpu in audit.gpus:
         verdicts = [dict(library.verdicts)[gpu.name] for library in counted]
@@ -66,10 +70,17 @@ def judge_audit(audit: Audit, where: str) -> Gate:
         entry["names"].append(gpu.name)
         if verdicts:
             entry["verdict"] = max(verdicts, key=WORST_LAST.index)
-    warnings = [no_device_code_warning(audit.framework)] if not counted else []
+    warnings = [no_device_code_warning(audit.framework)] if not counted and not audit.unreadable else []
+    warnings += [
+        f"{library.path}: {'partly read' if library.kernels.partly_read else 'not read'}"
+        f"{'' if library.counts else ' (not one that decides)'}: {library.kernels.unread}"
+        for library in audit.libraries
+        if library.kernels.unread is not None and not (library.counts and library.kernels.not_read)
+    ]
     document = {
         "framework": audit.framework,
-        "ok": not audit.failures,  # the gate's rule, not `envbuild audit`'s: no device code only warns
+        # the gate's rule, not `envbuild audit`'s: no device code only warns
+        "ok": not audit.failures and not audit.unreadable,
         "gpus": gpus,
         "libraries": [
             {
@@ -77,6 +88,7 @@ def judge_audit(audit: Audit, where: str) -> Gate:
                 "sass": list(library.kernels.sass),
                 "ptx": list(library.kernels.ptx),
                 "counts": library.counts,
+                "unread": library.kernels.unread,
             }
             for library in audit.libraries
         ],
@@ -91,6 +103,12 @@ def judge_audit(audit: Audit, where: str) -> Gate:
             f"{where}: the audit failed before the smoke step: {failed}",
             fix="nothing was tagged; pick a framework build whose kernels cover these GPUs, or drop "
             "them from the target (`envbuild audit IMAGE --gpu GPU` lists each library's SASS and PTX)",
+        )
+    elif audit.unreadable:
+        failed = "; ".join(f"{library.path}: {library.kernels.unread}" for library in audit.unreadable)
+        error = VerifyError(
+            f"{where}: the audit cannot judge a library the framework loads its kernels from: {failed}",
+            fix=f"nothing was tagged; {UNREADABLE_FIX}",
         )
     return Gate(document=document, labels=labels, error=error)
 

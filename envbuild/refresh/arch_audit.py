@@ -128,8 +128,10 @@ class ArchAudit:
             for path in read.paths:
                 try:
                     found = read_kernels(os.path.join(scratch, path), self.binary)
-                except EnvbuildError as exc:  # e.g. cuobjdump 13 refuses sm_35 entries: this row only
+                except EnvbuildError as exc:
                     return f"{wheel.filename}: {path}: {exc.message}"
+                if found.unread is not None:  # e.g. cuobjdump 13 stops at sm_35 entries: this row only,
+                    return f"{wheel.filename}: {path}: {found.unread}"  # a partial arch list is no fact
                 if found.has_device_code:
                     counts[path] = entry_counts(os.path.join(scratch, path), self.binary)
         if not counts:

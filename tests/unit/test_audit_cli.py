@@ -122,8 +122,9 @@ def test_json_shape_without_device_code(capsys: pytest.CaptureFixture[str], tmp_
     document = json.loads(out)
     assert set(document) == {
         "target", "framework", "gpus", "libraries", "without_device_code", "ok", "failures",
-        "framework_missing", "runs",
+        "unreadable", "framework_missing", "runs",
     }  # fmt: skip
+    assert document["unreadable"] == []
     assert document["gpus"] == [{"name": "H100", "compute_capability": "9.0"}]
     assert document["libraries"] == [] and document["failures"] == []
     assert document["without_device_code"] == ["lib/libplain.so.1"]
