@@ -76,11 +76,7 @@ def to_document(audit: Audit) -> dict:
                 "ptx": list(library.kernels.ptx),
                 "counts": library.counts,
                 "verdicts": {} if library.kernels.not_read else dict(library.verdicts),
-                "read": "not read"
-                if library.kernels.not_read
-                else "partly"
-                if library.kernels.partly_read
-                else "whole",
+                "read": _how_read(library.kernels),
                 "unread": library.kernels.unread,
             }
             for library in audit.libraries

@@ -65,11 +65,10 @@ class Charliecloud(ContainerRuntime):
     )
     limits = ("no network isolation: Charliecloud has no network namespace",)
     version_argv = ("ch-run", "--version")  # "0.31", on stderr
+    wants_image_env = True  # the Docker path adds it to the export as /ch/environment
 
     def version_step(self) -> Step:
         return step("print its version", *self.version_argv, env=_tool_env())  # ch-run wants $USER too
-
-    wants_image_env = True  # the Docker path adds it to the export as /ch/environment
 
     def fetch(self, run: SmokeRun) -> list[Step]:
         image_dir = run.path(IMAGE_DIR)

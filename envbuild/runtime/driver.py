@@ -214,7 +214,7 @@ def image_env_lines(image: str, env: tuple[str, ...]) -> str:
         if "\n" in item or "\0" in item:
             key = item.partition("=")[0]
             raise VerifyError(
-                f"image {image!r} sets {key!r} to a value holding a newline, which the runtime's "
+                f"image {image!r} sets {key!r} to a value holding a newline (or NUL), which the runtime's "
                 "environment file cannot carry",
                 fix="set that variable without a newline in the image (its Dockerfile's ENV), or verify "
                 "it with Docker",
