@@ -333,7 +333,7 @@ def audit(args: argparse.Namespace) -> int:
     else:
         from envbuild.image.filesystem import audit_image
 
-        result = audit_image(args.target, gpus, args.framework)
+        result = audit_image(args.target, gpus, args.framework, say=lambda line: print(line, file=sys.stderr))
     sys.stdout.write(to_json(result) if args.json else to_text(result))
     return EXIT_OK if result.ok else EXIT_FAILURE
 
@@ -353,7 +353,8 @@ def verify(args: argparse.Namespace) -> int:
         from envbuild.resolve.query import parse_gpu
 
         matrix = load_matrix()
-        gate = audit_gate(args.image, tuple(parse_gpu(text, matrix) for text in args.gpu), None, args.image)
+        gpus = tuple(parse_gpu(text, matrix) for text in args.gpu)
+        gate = audit_gate(args.image, gpus, None, args.image, say=lambda line: print(line, file=sys.stderr))
         sys.stderr.write(audit_summary(gate))
         gate.check()
     started = utc_now()

@@ -1,23 +1,24 @@
-"""What an audit read from an image's layers, kept by the layers' digests, so the same layers are not
-exported and read again.
+"""What an audit read from each image layer, kept by the layer's digest, so the same layer is not read
+again: neither by the next audit of the same image nor by the audit of a rebuilt one.
 
 `envbuild build` audits every image it builds, and `envbuild verify` audits again before the smoke
-step. Rebuilding an unchanged spec, verifying what was just built, or building targets that differ
-only in labels asks the Engine to `docker save` the same gigabytes once more: about 8 s for a 1.2 GB
-torch CPU image on a 2-core machine, every time. The facts that audit reads depend on the layers
-alone, so they are kept here under the image's ordered layer digests.
+step. A rebuild after one user package changed shares every layer but the last with the image before
+it; reading those again (a `docker save` of gigabytes, then cuobjdump over every library) took 50 s of
+a 60 s audit of a real torch CUDA image. The facts kept here depend on one layer's bytes alone
+(envbuild.image.layerfacts.LayerFacts: what it deletes and replaces, and the kernels of the shared
+objects it adds), so an image is composed from the entries of its layers, and only a layer without
+one is read.
 
-- **What is kept:** every ELF shared object the image's filesystem has (its layers applied, whiteouts
-  included) with the SASS and PTX entries cuobjdump listed for it. These are facts about bytes, not
-  verdicts: the GPUs, the framework and the gate's rule are judged afresh on every audit.
-- **The key:** the ordered diff ids (sha256 of each uncompressed layer, which the Engine computed
-  from the content when it stored the layer), the sha256 of the cuobjdump binary, and FORMAT. Another
+- **What is kept:** facts about bytes, not verdicts: the GPUs, the framework and the gate's rule are
+  judged afresh on every audit.
+- **The key:** the layer's diff id (sha256 of the uncompressed layer, which the Engine computed from
+  the content when it stored the layer), the sha256 of the cuobjdump binary, and FORMAT. Another
   cuobjdump, or a change in how envbuild reads (bump FORMAT), reads afresh.
 - **Only through the local Engine.** A registry's image config could claim the diff ids of layers it
   does not serve (the registry reader checks each blob against the manifest's compressed digest, not
   against the config), so a read from a registry is never answered from here.
 - **Bounds:** an entry over MAX_BYTES, or one that is not JSON of the shape written, is a miss: the
-  image is read afresh and the entry replaced. Writes are atomic. It lives under envbuild's cache
+  layer is read afresh and the entry replaced. Writes are atomic. It lives under envbuild's cache
   directory (`ENVBUILD_CACHE_DIR`; empty turns it off, as it does for the matrix cache).
 """
 
@@ -30,15 +31,13 @@ import os
 import re
 
 from envbuild._util.files import write_atomic
-from envbuild._util.record import TYPE_CHECKING
 from envbuild.audit.kernels import Kernels
+from envbuild.image.layerfacts import LayerFacts
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-FORMAT = 2  # bump when what is kept, or how it is read from an image, changes (2: why a read stopped)
+FORMAT = 3  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: per layer)
 MAX_UNREAD = 1000  # the reason a read stopped: kernels.py bounds cuobjdump's line to 300 characters
-MAX_BYTES = 32 << 20  # a CUDA image's few thousand shared objects take well under 1 MiB
+MAX_BYTES = 32 << 20  # torch's layer: about 20,000 paths and 200 shared objects, under 3 MiB
+MAX_PATH = 4096  # bytes of one path in the image (Linux's PATH_MAX)
 _DIFF_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ENTRY = re.compile(r"^(sm|compute)_\d{2,4}[af]?$")
 _binary_digests: dict[str, str] = {}
@@ -60,19 +59,19 @@ def _binary_digest(binary: str) -> str:
     return _binary_digests[binary]
 
 
-def _path(layers: Sequence[str], binary: str) -> str | None:
-    """The entry's file for these layers and this cuobjdump, or None (no cache, or layer digests
-    that are not sha256 diff ids: nothing to key on)."""
+def _path(diff_id: str, binary: str) -> str | None:
+    """The entry's file for this layer and this cuobjdump, or None (no cache, or a layer digest that
+    is not a sha256 diff id: nothing to key on)."""
     root = directory()
-    if root is None or not all(isinstance(layer, str) and _DIFF_ID.match(layer) for layer in layers):
+    if root is None or not (isinstance(diff_id, str) and _DIFF_ID.match(diff_id)):
         return None
-    key = hashlib.sha256(f"{FORMAT}\n{_binary_digest(binary)}\n{chr(10).join(layers)}".encode()).hexdigest()
+    key = hashlib.sha256(f"{FORMAT}\n{_binary_digest(binary)}\n{diff_id}".encode()).hexdigest()
     return os.path.join(root, f"{key}.json")
 
 
-def load(layers: Sequence[str], binary: str) -> dict[str, Kernels] | None:
-    """{path: kernels} kept for exactly these layers and this cuobjdump, or None (a miss)."""
-    path = _path(layers, binary)
+def load_layer(diff_id: str, binary: str) -> LayerFacts | None:
+    """The facts kept for exactly this layer and this cuobjdump, or None (a miss)."""
+    path = _path(diff_id, binary)
     if path is None:
         return None
     try:
@@ -86,38 +85,56 @@ def load(layers: Sequence[str], binary: str) -> dict[str, Kernels] | None:
         entry = json.loads(data)
     except ValueError:
         return None
-    return _kernels(entry, layers)
+    return _facts(entry, diff_id)
 
 
-def _kernels(entry: object, layers: Sequence[str]) -> dict[str, Kernels] | None:
-    """The entry's facts if it is what `store` wrote for these layers, else None."""
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("layers") != list(layers):
+def _paths(value: object) -> frozenset[str] | None:
+    if not isinstance(value, list) or not all(_is_path(item) for item in value):
         return None
+    return frozenset(value)
+
+
+def _is_path(value: object) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= MAX_PATH and "\0" not in value
+
+
+def _facts(entry: object, diff_id: str) -> LayerFacts | None:
+    """The entry's facts if it is what `store_layer` wrote for this layer, else None."""
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("layer") != diff_id:
+        return None
+    deleted, opaque, replaced = (_paths(entry.get(name)) for name in ("deleted", "opaque", "replaced"))
     objects = entry.get("objects")
-    if not isinstance(objects, list):
+    if deleted is None or opaque is None or replaced is None or not isinstance(objects, list):
         return None
     found: dict[str, Kernels] = {}
     for item in objects:
         if not (isinstance(item, list) and len(item) == 4):
             return None
         path, sass, ptx, unread = item
-        if not (isinstance(path, str) and isinstance(sass, list) and isinstance(ptx, list)):
+        if not (_is_path(path) and isinstance(sass, list) and isinstance(ptx, list)):
             return None
         if not all(isinstance(arch, str) and _ENTRY.match(arch) for arch in (*sass, *ptx)):
             return None
         if not (unread is None or (isinstance(unread, str) and 0 < len(unread) <= MAX_UNREAD)):
             return None
         found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx), unread=unread)
-    return found
+    return LayerFacts(deleted=deleted, opaque=opaque, replaced=replaced, objects=found)
 
 
-def store(layers: Sequence[str], binary: str, kernels: dict[str, Kernels]) -> None:
-    """Keep `kernels` for these layers and this cuobjdump; a cache that cannot be written is skipped
-    (the audit's answer does not depend on it)."""
-    path = _path(layers, binary)
+def store_layer(diff_id: str, binary: str, facts: LayerFacts) -> None:
+    """Keep `facts` for this layer and this cuobjdump; a cache that cannot be written is skipped (the
+    audit's answer does not depend on it)."""
+    path = _path(diff_id, binary)
     if path is None:
         return
-    objects = [[name, list(found.sass), list(found.ptx), found.unread] for name, found in kernels.items()]
-    entry = {"format": FORMAT, "layers": list(layers), "objects": objects}
+    objects = [[name, list(k.sass), list(k.ptx), k.unread] for name, k in facts.objects.items()]
+    entry = {
+        "format": FORMAT,
+        "layer": diff_id,
+        "deleted": sorted(facts.deleted),
+        "opaque": sorted(facts.opaque),
+        "replaced": sorted(facts.replaced),
+        "objects": objects,
+    }
     with contextlib.suppress(OSError):
         write_atomic(path, json.dumps(entry, separators=(",", ":")))

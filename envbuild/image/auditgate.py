@@ -25,11 +25,13 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.audit.tree import UNREADABLE_FIX
 from envbuild.audit.verdict import NATIVE, NO_KERNEL, NO_KERNEL_MESSAGE, PTX_ONLY, RUNS, SAME_MAJOR
 from envbuild.errors import VerifyError
-from envbuild.image.filesystem import audit_image
+from envbuild.image.filesystem import audit_image_layers
 from envbuild.matrix.versions import format_cc, sm_name
 from envbuild.oci.labels import audit_label
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from envbuild.audit.tree import Audit
     from envbuild.matrix.model import Gpu
 
@@ -113,9 +115,19 @@ def judge_audit(audit: Audit, where: str) -> Gate:
     return Gate(document=document, labels=labels, error=error)
 
 
-def audit_gate(image: str, gpus: tuple[Gpu, ...], framework: str | None, where: str) -> Gate:
-    """Audit `image` (a local image id or name, or REPO@sha256:...) and judge it for `gpus`."""
-    return judge_audit(audit_image(image, gpus, framework), where)
+def audit_gate(
+    image: str,
+    gpus: tuple[Gpu, ...],
+    framework: str | None,
+    where: str,
+    say: Callable[[str], None] | None = None,
+) -> Gate:
+    """Audit `image` (a local image id or name, or REPO@sha256:...) and judge it for `gpus`; the
+    document says how many layers were read and how many the cache answered."""
+    audit, read = audit_image_layers(image, gpus, framework, say=say)
+    gate = judge_audit(audit, where)
+    gate.document["layers"] = read.document()
+    return gate
 
 
 def summary(gate: Gate) -> str:

@@ -22,16 +22,18 @@ import io
 import json
 import os
 import posixpath
+import shutil
 import tarfile
 import tempfile
 
-from envbuild._util.record import TYPE_CHECKING
+from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
 from envbuild.audit.kernels import Kernels, cuobjdump_binary
 from envbuild.audit.libraries import check_framework
 from envbuild.audit.tree import Audit, judge_tree, read_tree
 from envbuild.errors import EnvbuildError, NotFound, UsageError
-from envbuild.image import auditcache
+from envbuild.image import auditcache, storage
+from envbuild.image.layerfacts import LayerFacts, compose, read_layer, size_of
 from envbuild.image.layers import Layers
 from envbuild.oci.reference import parse_reference
 
@@ -50,22 +52,156 @@ def from_registry(ref: str) -> bool:
     return "@sha256:" in ref
 
 
+class LayerRead(Record):
+    """How an audit of a local image got its layers' facts: the build record's audit.layers."""
+
+    __slots__ = ("total", "read", "cached", "source")
+    total: int
+    read: int  # layers whose shared objects cuobjdump read this time
+    cached: int  # layers answered by envbuild.image.auditcache
+    # "cache" (nothing read), "storage" (the Engine's overlay2 directories), "docker save", "registry"
+    source: str
+
+    def document(self) -> dict:
+        return {"total": self.total, "read": self.read, "cached": self.cached, "source": self.source}
+
+
 def audit_image(
-    ref: str, gpus: tuple[Gpu, ...], framework: str | None = None, *, docker_config: str | None = None
+    ref: str,
+    gpus: tuple[Gpu, ...],
+    framework: str | None = None,
+    *,
+    docker_config: str | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> Audit:
     """Audit the shared objects of the image `ref` for `gpus` (see the module docstring)."""
+    return audit_image_layers(ref, gpus, framework, docker_config=docker_config, say=say)[0]
+
+
+def audit_image_layers(
+    ref: str,
+    gpus: tuple[Gpu, ...],
+    framework: str | None = None,
+    *,
+    docker_config: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> tuple[Audit, LayerRead]:
+    """audit_image, and how its layers were read; `say` gets a progress line per layer read."""
     check_framework(framework)
     if from_registry(ref):
-        kernels = _read(lambda layers: _read_registry(ref, layers, docker_config))
+        order: list[str] = []
+        kernels = _read(lambda layers: order.extend(_read_registry(ref, layers, docker_config)) or order)
+        read = LayerRead(total=len(order), read=len(order), cached=0, source="registry")
     else:
-        image = _engine_image(ref)
-        digests = (image.attrs.get("RootFS") or {}).get("Layers") or []
-        binary = cuobjdump_binary()
-        kernels = auditcache.load(digests, binary)
-        if kernels is None:
-            kernels = _read(lambda layers: _read_engine(image, ref, layers))
-            auditcache.store(digests, binary, kernels)
-    return judge_tree(kernels, gpus, target=ref, framework=framework)
+        kernels, read = _engine_kernels(_engine_image(ref), ref, say)
+    return judge_tree(kernels, gpus, target=ref, framework=framework), read
+
+
+def _engine_kernels(
+    image, ref: str, say: Callable[[str], None] | None
+) -> tuple[dict[str, Kernels], LayerRead]:  # image: docker.models.images.Image
+    """The kernels of a local image's shared objects, composed from its layers' facts: those the cache
+    has, and the others read from the Engine's storage when this process can, else `docker save`."""
+    diff_ids = list((image.attrs.get("RootFS") or {}).get("Layers") or [])
+    binary = cuobjdump_binary()
+    facts = {diff_id: auditcache.load_layer(diff_id, binary) for diff_id in dict.fromkeys(diff_ids)}
+    missing = [diff_id for diff_id, found in facts.items() if found is None]
+    source = "cache"
+    if missing:
+        directories = storage.layer_directories(image.attrs, diff_ids, _data_root(image))
+        if directories is not None:
+            source = "storage"
+            where = dict(zip(diff_ids, directories, strict=True))
+            for number, diff_id in enumerate(missing, 1):
+                changes = storage.read_directory(where[diff_id])
+                tell = _layer_say(say, number, len(missing), diff_id, changes)
+                facts[diff_id] = _read_one(changes, binary, tell)
+        else:
+            source = "docker save"
+            facts.update(_read_saved(image, ref, diff_ids, missing, binary, say))
+        for diff_id in missing:
+            auditcache.store_layer(diff_id, binary, facts[diff_id])  # type: ignore[arg-type]
+    positions_read = sum(1 for diff_id in diff_ids if diff_id in missing)
+    read = LayerRead(
+        total=len(diff_ids), read=positions_read, cached=len(diff_ids) - positions_read, source=source
+    )
+    return compose([facts[diff_id] for diff_id in diff_ids]), read  # type: ignore[misc]
+
+
+def _data_root(image) -> str | None:  # image: docker.models.images.Image
+    """The Engine's DockerRootDir, or None when it does not say."""
+    try:
+        root = image.client.info().get("DockerRootDir")
+    except Exception:
+        return None
+    return root if isinstance(root, str) and root.startswith("/") else None
+
+
+def _layer_say(
+    say: Callable[[str], None] | None, number: int, count: int, diff_id: str, changes
+) -> Callable[[str], None] | None:
+    """A progress line for the layer being read, and the sayer its library counts go to."""
+    if say is None or not changes.added:
+        return None
+    megabytes = size_of(changes.added) / 1e6
+    say(
+        f"audit: layer {number}/{count} ({diff_id[7:19]}): {len(changes.added)} shared objects, "
+        f"{megabytes:,.0f} MB to read"
+    )
+    return lambda line: say(f"audit: layer {number}/{count}: {line}")
+
+
+def _read_one(changes, binary: str, say: Callable[[str], None] | None) -> LayerFacts:
+    return read_layer(
+        deleted=changes.deleted,
+        opaque=changes.opaque,
+        replaced=changes.replaced,
+        added=changes.added,
+        binary=binary,
+        say=say,
+    )
+
+
+def _read_saved(
+    image, ref: str, diff_ids: list[str], missing: list[str], binary: str, say: Callable[[str], None] | None
+) -> dict[str, LayerFacts]:
+    """The facts of the `missing` layers, from the Engine's `docker save` of the whole image (the only
+    API that gives a layer's files): every layer streams, only the missing ones go to cuobjdump."""
+    if say:
+        say(f"audit: exporting {ref} from the Engine (docker save) to read {len(missing)} new layer(s)")
+    with tempfile.TemporaryDirectory(prefix="envbuild-audit-image-") as scratch:
+        layers = Layers(os.path.join(scratch, "layers"))
+        order = _read_engine(image, ref, layers)
+        if len(order) != len(diff_ids):
+            raise EnvbuildError(
+                f"the Docker Engine's archive of {ref!r} lists {len(order)} layers, its config "
+                f"{len(diff_ids)}",
+                fix="check that dockerd is healthy (docker info) and retry",
+            )
+        names = dict(zip(diff_ids, order, strict=True))
+        layers.survivors(order)  # every layer the list names is in the archive
+        found = {}
+        for number, diff_id in enumerate(missing, 1):
+            changes = layers.changes[names[diff_id]]
+            changes.added = _named(changes.added, os.path.join(scratch, "named", str(number)))
+            tell = _layer_say(say, number, len(missing), diff_id, changes)
+            found[diff_id] = _read_one(changes, binary, tell)
+        return found
+
+
+def _named(added: dict[str, str], directory: str) -> dict[str, str]:
+    """The scratch files linked under their names in the image, one directory each: cuobjdump quotes
+    the file it reads in its errors, and "Invalid ELF in '396'" names nothing a user can find."""
+    named = {}
+    for number, (path, stored) in enumerate(sorted(added.items())):
+        destination = os.path.join(directory, str(number), posixpath.basename(path))
+        os.makedirs(os.path.dirname(destination))
+        try:
+            os.link(stored, destination)
+        except OSError:
+            shutil.copyfile(stored, destination)
+        named[path] = destination
+    return named
 
 
 def _read(read_layers: Callable[[Layers], list[str]]) -> dict[str, Kernels]:

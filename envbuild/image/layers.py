@@ -32,8 +32,10 @@ from envbuild.audit.tree import is_shared_object_name
 from envbuild.errors import EnvbuildError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import IO
+    from collections.abc import Callable, Iterable
+    from typing import IO, TypeVar
+
+    T = TypeVar("T")
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
@@ -151,16 +153,24 @@ class Layers:
                 f"the image's layer list names {missing[0]}, which its archive does not hold",
                 fix="check the image (docker image inspect); save or push it again",
             )
-        kept: dict[str, str] = {}
-        for key in order:
-            changes = self.changes[key]
-            gone = changes.deleted | changes.replaced
-            for path in list(kept):
-                if path in gone or _under_any(path, gone) or _under_any(path, changes.opaque):
-                    del kept[path]
-            for path, stored in changes.added.items():
-                kept[path] = stored
-        return kept
+        return overlay(
+            (changes.deleted, changes.opaque, changes.replaced, changes.added)
+            for changes in (self.changes[key] for key in order)
+        )
+
+
+def overlay(layers: Iterable[tuple[set[str], set[str], set[str], dict[str, T]]]) -> dict[str, T]:
+    """Apply layers bottom first, each given as (deleted, opaque, replaced, added): the added values
+    the top layer's filesystem still has, by path. The one implementation of the whiteout rules, for
+    files read now (scratch paths) and for facts an audit kept of layers read before (kernels)."""
+    kept: dict[str, T] = {}
+    for deleted, opaque, replaced, added in layers:
+        gone = deleted | replaced
+        for path in list(kept):
+            if path in gone or _under_any(path, gone) or _under_any(path, opaque):
+                del kept[path]
+        kept.update(added)
+    return kept
 
 
 def _under_any(path: str, directories: set[str]) -> bool:

@@ -162,14 +162,16 @@ def test_verify_with_a_gpu_that_has_no_kernel_image_fails_before_the_smoke_step(
     assert "smoke container" in err
 
 
-def test_the_same_layers_are_exported_once_and_judged_alike_from_what_was_read(
+def test_each_layer_is_read_once_and_judged_alike_from_what_was_read(
     images: Images, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """envbuild.image.auditcache: the Engine's event log shows the first audit of an image exporting it
-    and the second not; both give the same kernels and verdicts. An image with one more layer (the
-    deleting one) is exported again and still has its whiteouts applied, and an entry that is not what
-    envbuild wrote is read afresh."""
+    """envbuild.image.auditcache, through `docker save` (ENVBUILD_AUDIT_READ=save: what an Engine whose
+    storage this process cannot read gets): the Engine's event log shows the first audit of an image
+    exporting it and the second not; both give the same kernels and verdicts. An image with one more
+    layer (the deleting one) is exported again for that layer and still has its whiteouts applied, and
+    an entry that is not what envbuild wrote is read afresh."""
     monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(tmp_path / "cache"))  # nothing read before this test
+    monkeypatch.setenv("ENVBUILD_AUDIT_READ", "save")
     image_id, deleted_id = (
         docker("image", "inspect", ref, "--format", "{{.Id}}").stdout.strip()
         for ref in (images.plain, images.deleted)
@@ -191,6 +193,25 @@ def test_the_same_layers_are_exported_once_and_judged_alike_from_what_was_read(
     assert in_image(PLUGIN_DIR + "/_solver.so") not in kernels(deleted)  # a symlink now, judged once
 
     for entry in (tmp_path / "cache" / "audit").glob("*.json"):
-        entry.write_text('{"format": 1, "layers": [], "objects": "not a list"}')
+        entry.write_text('{"format": 3, "layer": "sha256:0", "objects": "not a list"}')
     (again_code, again), exported = audit(images.plain, "--gpu", "K80")
     assert exported == [image_id] and (again_code, again) == (first_code, first)
+
+
+def test_the_engines_own_storage_gives_the_layers_without_an_export(
+    images: Images, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32: as root beside the Engine, a layer not seen before is read from its overlay2 directory:
+    nothing is exported, and the whiteouts (a deleted library, one replaced by a symlink) and every
+    kernel come out as the `docker save` read gives them."""
+    deleted_id = docker("image", "inspect", images.deleted, "--format", "{{.Id}}").stdout.strip()
+    monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(tmp_path / "saved"))
+    monkeypatch.setenv("ENVBUILD_AUDIT_READ", "save")
+    (saved_code, saved), exported = exports_while(lambda: audit_json(capsys, images.deleted), deleted_id)
+    assert exported == [deleted_id]
+    monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(tmp_path / "storage"))
+    monkeypatch.delenv("ENVBUILD_AUDIT_READ")
+    (code, read), exported = exports_while(lambda: audit_json(capsys, images.deleted), deleted_id)
+    assert exported == [] and (code, read) == (saved_code, saved)
+    assert in_image(PLUGIN_DIR + "/_linalg.so") in kernels(read)
+    assert in_image(PLUGIN_DIR + "/_prng.so") not in kernels(read)

@@ -1,5 +1,5 @@
-"""envbuild.image.auditcache (issue 31): an audit's facts kept by the image's ordered layer digests and
-the cuobjdump that read them, and every entry that is not what envbuild wrote read as a miss."""
+"""envbuild.image.auditcache (issues 31 and 32): an audit's facts kept per layer, by the layer's diff id
+and the cuobjdump that read them, and every entry that is not what envbuild wrote read as a miss."""
 
 from __future__ import annotations
 
@@ -10,14 +10,21 @@ import pytest
 
 from envbuild.audit.kernels import Kernels
 from envbuild.image import auditcache
+from envbuild.image.layerfacts import LayerFacts
 
-LAYERS = ["sha256:" + "1" * 64, "sha256:" + "2" * 64]
-FACTS = {
-    "usr/lib/libplain.so": Kernels(sass=(), ptx=()),
-    "site-packages/jax_plugins/_linalg.so": Kernels(
-        sass=("sm_80", "sm_90a", "sm_100f"), ptx=("compute_120",)
-    ),
-}
+LAYER = "sha256:" + "1" * 64
+OTHER = "sha256:" + "2" * 64
+FACTS = LayerFacts(
+    deleted=frozenset({"usr/lib/libold.so"}),
+    opaque=frozenset({"opt/venv"}),
+    replaced=frozenset({"usr/bin/python3", "etc/ld.so.conf"}),
+    objects={
+        "usr/lib/libplain.so": Kernels(sass=(), ptx=()),
+        "site-packages/jax_plugins/_linalg.so": Kernels(
+            sass=("sm_80", "sm_90a", "sm_100f"), ptx=("compute_120",)
+        ),
+    },
+)
 
 
 @pytest.fixture
@@ -38,28 +45,33 @@ def entries(cache: Path) -> list[Path]:
     return sorted(cache.glob("*.json"))
 
 
-def test_what_was_stored_for_the_layers_is_loaded_for_them(cache: Path, cuobjdump: str) -> None:
-    assert auditcache.load(LAYERS, cuobjdump) is None
-    auditcache.store(LAYERS, cuobjdump, FACTS)
-    assert auditcache.load(LAYERS, cuobjdump) == FACTS
-    assert list(auditcache.load(LAYERS, cuobjdump)) == list(FACTS)  # the order read is kept
+def test_what_was_stored_for_a_layer_is_loaded_for_it(cache: Path, cuobjdump: str) -> None:
+    assert auditcache.load_layer(LAYER, cuobjdump) is None
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)
+    assert auditcache.load_layer(LAYER, cuobjdump) == FACTS
+    assert list(auditcache.load_layer(LAYER, cuobjdump).objects) == list(FACTS.objects)  # order kept
     assert len(entries(cache)) == 1
 
 
-def test_other_layers_an_order_or_another_cuobjdump_miss(cache: Path, cuobjdump: str, tmp_path: Path) -> None:
-    auditcache.store(LAYERS, cuobjdump, FACTS)
-    assert auditcache.load(LAYERS[::-1], cuobjdump) is None  # the same layers, stacked the other way
-    assert auditcache.load(LAYERS[:1], cuobjdump) is None
-    assert auditcache.load([*LAYERS, "sha256:" + "3" * 64], cuobjdump) is None
+def test_another_layer_or_another_cuobjdump_misses(cache: Path, cuobjdump: str, tmp_path: Path) -> None:
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)
+    assert auditcache.load_layer(OTHER, cuobjdump) is None
     other = tmp_path / "cuobjdump-12.9"
     other.write_bytes(b"\x7fELF cuobjdump 12.9")
-    assert auditcache.load(LAYERS, str(other)) is None
+    assert auditcache.load_layer(LAYER, str(other)) is None
 
 
 def test_a_new_format_reads_afresh(cache: Path, cuobjdump: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    auditcache.store(LAYERS, cuobjdump, FACTS)
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)
     monkeypatch.setattr(auditcache, "FORMAT", auditcache.FORMAT + 1)
-    assert auditcache.load(LAYERS, cuobjdump) is None
+    assert auditcache.load_layer(LAYER, cuobjdump) is None
+
+
+def _entry(**changes: object) -> bytes:
+    entry = {"format": auditcache.FORMAT, "layer": LAYER, "deleted": [], "opaque": [], "replaced": []}
+    entry["objects"] = [["a.so", [], [], None]]
+    entry.update(changes)
+    return json.dumps(entry).encode()
 
 
 @pytest.mark.parametrize(
@@ -67,48 +79,59 @@ def test_a_new_format_reads_afresh(cache: Path, cuobjdump: str, monkeypatch: pyt
     [
         b"not json",
         b"[]",
-        json.dumps({"format": 1, "layers": LAYERS}).encode(),  # no objects
-        json.dumps({"format": 1, "layers": LAYERS[:1], "objects": []}).encode(),  # another image's
-        json.dumps({"format": 1, "layers": LAYERS, "objects": [["a.so", "sm_90", []]]}).encode(),
-        json.dumps({"format": 1, "layers": LAYERS, "objects": [["a.so", ["sm_90;rm -rf /"], []]]}).encode(),
-        json.dumps({"format": 1, "layers": LAYERS, "objects": [[7, [], []]]}).encode(),
-        json.dumps({"format": 1, "layers": LAYERS, "objects": [["a.so", [], []], ["b.so"]]}).encode(),
+        _entry(objects=None),
+        _entry(layer=OTHER),  # another layer's entry under this one's name
+        _entry(format=2),
+        _entry(objects=[["a.so", "sm_90", [], None]]),
+        _entry(objects=[["a.so", ["sm_90;rm -rf /"], [], None]]),
+        _entry(objects=[[7, [], [], None]]),
+        _entry(objects=[["a.so", [], [], None], ["b.so"]]),
+        _entry(deleted="usr/lib"),
+        _entry(replaced=["ok", 7]),
+        _entry(opaque=["x" * (auditcache.MAX_PATH + 1)]),
+        _entry(deleted=["usr/lib/a\0b"]),
     ],
     ids=[
         "not-json",
         "a-list",
         "no-objects",
-        "other-layers",
+        "other-layer",
+        "old-format",
         "string-arch",
         "bad-arch",
         "path-not-str",
         "short",
+        "deleted-not-a-list",
+        "replaced-not-str",
+        "path-too-long",
+        "nul-in-path",
     ],
 )
 def test_an_entry_that_is_not_what_envbuild_wrote_is_a_miss(
     cache: Path, cuobjdump: str, written: bytes
 ) -> None:
-    auditcache.store(LAYERS, cuobjdump, FACTS)
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)
     (entry,) = entries(cache)
+    assert auditcache.load_layer(LAYER, cuobjdump) == FACTS  # what store_layer wrote reads back...
     entry.write_bytes(written)
-    assert auditcache.load(LAYERS, cuobjdump) is None
-    auditcache.store(LAYERS, cuobjdump, FACTS)  # the audit that read afresh replaces it
-    assert auditcache.load(LAYERS, cuobjdump) == FACTS
+    assert auditcache.load_layer(LAYER, cuobjdump) is None  # ...and this does not
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)  # the audit that read afresh replaces it
+    assert auditcache.load_layer(LAYER, cuobjdump) == FACTS
 
 
 def test_an_entry_past_the_size_bound_is_not_read(
     cache: Path, cuobjdump: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    auditcache.store(LAYERS, cuobjdump, FACTS)
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)
     (entry,) = entries(cache)
     monkeypatch.setattr(auditcache, "MAX_BYTES", entry.stat().st_size - 1)
-    assert auditcache.load(LAYERS, cuobjdump) is None
+    assert auditcache.load_layer(LAYER, cuobjdump) is None
 
 
 def test_layer_ids_that_are_not_sha256_diff_ids_are_never_keyed(cache: Path, cuobjdump: str) -> None:
-    for layers in (["sha256:short"], ["md5:" + "1" * 32], [None]):
-        auditcache.store(layers, cuobjdump, FACTS)  # type: ignore[arg-type]
-        assert auditcache.load(layers, cuobjdump) is None  # type: ignore[arg-type]
+    for layer in ("sha256:short", "md5:" + "1" * 32, None):
+        auditcache.store_layer(layer, cuobjdump, FACTS)  # type: ignore[arg-type]
+        assert auditcache.load_layer(layer, cuobjdump) is None  # type: ignore[arg-type]
     assert entries(cache) == []
 
 
@@ -116,8 +139,8 @@ def test_an_empty_cache_dir_turns_it_off(
     tmp_path: Path, cuobjdump: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ENVBUILD_CACHE_DIR", "")
-    auditcache.store(LAYERS, cuobjdump, FACTS)
-    assert auditcache.load(LAYERS, cuobjdump) is None
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)
+    assert auditcache.load_layer(LAYER, cuobjdump) is None
     assert auditcache.directory() is None
 
 
@@ -127,5 +150,5 @@ def test_a_cache_that_cannot_be_written_is_skipped(
     """A read-only filesystem (a real tmpfs; root's permission bits would not refuse): the audit's
     answer does not depend on the cache, so the store does nothing and says nothing."""
     monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(mounted("ro,size=1m")))
-    auditcache.store(LAYERS, cuobjdump, FACTS)
-    assert auditcache.load(LAYERS, cuobjdump) is None
+    auditcache.store_layer(LAYER, cuobjdump, FACTS)
+    assert auditcache.load_layer(LAYER, cuobjdump) is None

@@ -19,6 +19,7 @@ from envbuild.audit.report import to_document, to_text
 from envbuild.audit.tree import UNREADABLE_FIX, judge_tree
 from envbuild.image import auditcache
 from envbuild.image.auditgate import judge_audit
+from envbuild.image.layerfacts import LayerFacts
 from envbuild.matrix.load import load_matrix
 from envbuild.resolve.query import parse_gpu
 from tests.helpers.audit import plain_elf, replaying_cuobjdump
@@ -125,7 +126,13 @@ def test_a_library_not_read_that_decides_nothing_only_warns(unread: Kernels, h10
 
 def test_the_audit_cache_keeps_why_a_read_stopped(partly: Kernels, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(tmp_path / "cache"))
-    layers = ["sha256:" + "ab" * 32]
+    layer = "sha256:" + "ab" * 32
     binary = plain_elf(tmp_path / "any-cuobjdump")  # the cache keys on the binary's bytes
-    auditcache.store(layers, str(binary), {CUBLAS_PATH: partly, TORCH_CUDA: HOPPER})
-    assert auditcache.load(layers, str(binary)) == {CUBLAS_PATH: partly, TORCH_CUDA: HOPPER}
+    facts = LayerFacts(
+        deleted=frozenset(),
+        opaque=frozenset(),
+        replaced=frozenset(),
+        objects={CUBLAS_PATH: partly, TORCH_CUDA: HOPPER},
+    )
+    auditcache.store_layer(layer, str(binary), facts)
+    assert auditcache.load_layer(layer, str(binary)) == facts
