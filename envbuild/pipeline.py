@@ -264,7 +264,13 @@ def build_target(
             started = time.perf_counter()  # the audit gate: no kernel image for a GPU fails before smoke
             record["status"] = "auditing"
             gpus = tuple(parse_gpu(text, matrix) for text in target.stack.gpus)
-            gate = audit_gate(result.image_id, gpus, plan.stack_document["framework"], target.name)
+            gate = audit_gate(
+                result.image_id,
+                gpus,
+                plan.stack_document["framework"],
+                target.name,
+                say=lambda line: say(f"{target.name}: {line}"),
+            )
             record["audit"] = gate.document
             stage("audit", started, ok=gate.error is None)
             for line in summary(gate).splitlines():
@@ -315,6 +321,7 @@ def build_target(
                 device=smoke_device,
                 push=options.push,
                 labels=gate.labels,
+                say=lambda line: say(f"{target.name}: {line}"),
             )
             record["images"]["promoted"] = promotion.image_id
             record["tags"] = list(promotion.tags)
@@ -454,6 +461,7 @@ def promote_platforms(
                 device=record["smoke_device"],
                 push=options.push,
                 labels=record["labels"],
+                say=lambda line: say(f"{target.name}: {line}"),
             )
             made += promotion.tags
             record["images"]["promoted"] = promotion.image_id
