@@ -19,7 +19,7 @@ import pytest
 from envbuild._testing.pyindex import PackageIndex, build_wheel, download_for_target, download_uv_for_target
 from envbuild.matrix.load import default_matrix_dir, load_matrix
 from envbuild.matrix.model import Matrix
-from tests.helpers import parallel
+from tests.helpers import cudastack, parallel
 from tests.helpers.capability import missing
 from tests.helpers.docker import docker, make_bookworm_arm64_image, make_bookworm_image
 from tests.helpers.minimatrix import write_minimatrix
@@ -167,6 +167,19 @@ def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
     except subprocess.CalledProcessError as exc:
         pypi_unreachable(f"pip download torch==2.13.0 exited {exc.returncode}")
+
+
+@pytest.fixture(scope="session")
+def cuda_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """torch 2.6.0 cu124 from PyPI with its nvidia-* wheels (tests/helpers/cudastack.py): the directory
+    .ci/run keeps per machine, else one download for the whole run."""
+    prepared = os.environ.get(cudastack.VARIABLE)
+    if prepared and cudastack.complete(Path(prepared)):
+        return Path(prepared)
+    try:
+        return shared_directory(tmp_path_factory, "cuda-wheelhouse", cudastack.download)
+    except subprocess.CalledProcessError as exc:
+        pypi_unreachable(f"pip download of the pinned CUDA stack exited {exc.returncode}")
 
 
 @pytest.fixture(scope="session")
