@@ -349,37 +349,64 @@ def verify(args: argparse.Namespace) -> int:
     if args.gpu:  # the audit gate first: a GPU with no kernel image fails before any container runs
         from envbuild.image.auditgate import audit_gate
         from envbuild.image.auditgate import summary as audit_summary
-        from envbuild.matrix.load import load_matrix
         from envbuild.resolve.query import parse_gpu
 
-        matrix = load_matrix()
+        matrix = _load(args)
         gate = audit_gate(args.image, tuple(parse_gpu(text, matrix) for text in args.gpu), None, args.image)
         sys.stderr.write(audit_summary(gate))
         gate.check()
     started = utc_now()
+    settings = None
     if args.from_log:  # the cluster ran it (ci k8s, ci slurm's pyxis jobs): judge its output, run nothing
         from envbuild.runtime.fromlog import RUNTIME, verify_from_log
 
         result = verify_from_log(
-            args.image, args.from_log, device=args.smoke_device, runtime=args.runtime or RUNTIME
+            args.image, args.from_log, device=args.smoke_device or "gpu", runtime=args.runtime or RUNTIME
         )
     else:
         from envbuild.runtime import DEFAULT_RUNTIME
 
-        result = verify(
-            args.runtime or DEFAULT_RUNTIME,
-            args.image,
-            device=args.smoke_device,
-            steps=args.steps,
-            precision=args.precision,
-            timeout=args.timeout,
-        )
+        runtime = args.runtime or DEFAULT_RUNTIME
+        settings = _smoke_settings(args, runtime)
+        result = verify(runtime, args.image, **settings.values())
     if args.report:
         save_report(args.report, result)
     if args.record:
-        save_record(args.record, verify_record(result, args.image, started=started, finished=utc_now()))
+        finished = utc_now()
+        document = settings.document() if settings is not None else None
+        save_record(
+            args.record,
+            verify_record(result, args.image, started=started, finished=finished, settings=document),
+        )
     sys.stdout.write(json.dumps(result.report, indent=2) + "\n" if args.json else summary(result.report))
     return EXIT_OK if result.passed else EXIT_FAILURE
+
+
+def _smoke_settings(args: argparse.Namespace, runtime: str):  # -> spec.smokelabels.SmokeChoice
+    """verify's smoke settings: each flag given, else the image's io.envbuild.spec.smoke.* label (what
+    render wrote from the spec), else the default. Labels are untrusted: one the spec's rules refuse is
+    a warning naming it, and the default. Says on stderr what it chose and from where."""
+    from envbuild.errors import EnvbuildError
+    from envbuild.image.imagelabels import image_labels
+    from envbuild.spec.model import SMOKE_SETTINGS
+    from envbuild.spec.smokelabels import DEFAULT, choose
+
+    flags = {
+        setting.key: getattr(args, setting.flag[2:].replace("-", "_")) if setting.flag else None
+        for setting in SMOKE_SETTINGS
+    }
+    labels, unread = None, None
+    try:
+        labels = image_labels(args.image, runtime=runtime)
+    except EnvbuildError as exc:
+        unread = exc.message
+    settings = choose(flags, labels, args.image)
+    if unread and any(choice.source == DEFAULT for choice in settings.choices):
+        sys.stderr.write(f"verify: warning: {unread}; the settings no flag gives are the defaults\n")
+    for warning in settings.warnings:
+        sys.stderr.write(f"verify: warning: {warning}\n")
+    sys.stderr.write(f"verify: smoke settings: {settings.describe()}\n")
+    return settings
 
 
 def promote(args: argparse.Namespace) -> int:
