@@ -1,5 +1,5 @@
-"""The labels of an image that `envbuild verify` is about to smoke: what the image says it was rendered
-for (spec.smokelabels), read without pulling or running it.
+"""The labels of an image that `envbuild verify` is about to audit and smoke: what the image says it was
+rendered for (its framework, spec.smokelabels' smoke settings), read without pulling or running it.
 
 Where from follows what will run it: a Docker verify of an image the Engine holds reads the Engine's
 inspect; a REPO@sha256:... the Engine does not hold (or any runtime but Docker, which fetches by digest
@@ -12,8 +12,10 @@ the caller.
 
 from __future__ import annotations
 
+from envbuild.audit.libraries import FRAMEWORK_LIBRARIES
 from envbuild.errors import EnvbuildError, VerifyError
 from envbuild.image.platforms import host_platform
+from envbuild.oci.labels import FRAMEWORK
 
 
 def image_labels(image: str, *, runtime: str = "docker") -> dict[str, object]:
@@ -65,3 +67,20 @@ def _labels(found: object) -> dict[str, object]:
     if not isinstance(found, dict):
         return {}
     return {key: value for key, value in found.items() if isinstance(key, str)}
+
+
+def framework_label(labels: dict[str, object], image: str) -> tuple[str | None, str | None]:
+    """(the framework the image's io.envbuild.framework label names, None) when it is one the audit
+    knows, else (None, a warning naming the label when it holds something else). `envbuild build`'s
+    audit gate judges the framework's own libraries; without the label the gate finds the framework
+    from the libraries, as `envbuild audit` does."""
+    value = labels.get(FRAMEWORK)
+    if value is None:
+        return None, None
+    if isinstance(value, str) and value in FRAMEWORK_LIBRARIES:
+        return value, None
+    shown, accepted = repr(value)[:60], ", ".join(sorted(FRAMEWORK_LIBRARIES))
+    return None, (
+        f"{image}: ignoring the label {FRAMEWORK}={shown}: accepted: {accepted}; "
+        "the audit finds the framework from the libraries"
+    )

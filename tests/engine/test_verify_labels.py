@@ -127,3 +127,13 @@ def test_the_labels_of_a_pushed_digest_are_read_from_its_registry(bf16_image: st
         "precision": "bf16",
         "timeout": "300",
     }
+
+
+def test_verify_gpu_audits_the_framework_the_image_label_names(
+    bf16_image: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `envbuild build`'s gate judges the plan's framework: verify's, from io.envbuild.framework
+    code, _, _, err = verify(capsys, tmp_path, bf16_image, "--gpu", "H100", "--steps", "2")
+    assert code == 0, err
+    assert "audit: sm_90 (H100): no verdict" in err
+    assert "audit: warning: no device code in torch's libraries: a CPU build, so no GPU gets a verdict" in err

@@ -14,8 +14,9 @@ import pytest
 
 from envbuild.cli.parser import build_parser
 from envbuild.errors import UsageError
+from envbuild.image.imagelabels import framework_label
 from envbuild.matrix.model import Matrix
-from envbuild.oci.labels import PREFIX, spec_smoke_label
+from envbuild.oci.labels import FRAMEWORK, PREFIX, spec_smoke_label
 from envbuild.render.plan import build_plan
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S
 from envbuild.spec.model import SMOKE_SETTINGS, STRINGS, TABLE_KEYS, load_spec
@@ -191,3 +192,12 @@ def test_verify_flags_not_given_are_none_so_the_label_decides() -> None:
     # `envbuild smoke` keeps its own defaults: it runs on this host, with no image to read
     smoke = parse("smoke")
     assert smoke.steps is None and smoke.timeout == DEFAULT_TIMEOUT_S
+
+
+def test_the_audit_gate_of_verify_judges_the_framework_the_image_label_names() -> None:
+    # build's gate judges the plan's framework; verify IMAGE --gpu takes it from the image, validated
+    assert framework_label({FRAMEWORK: "torch"}, IMAGE) == ("torch", None)
+    assert framework_label({}, IMAGE) == (None, None)  # found from the libraries, as `envbuild audit`
+    framework, warning = framework_label({FRAMEWORK: "torch; rm -rf /"}, IMAGE)
+    assert framework is None and warning is not None
+    assert f"ignoring the label {FRAMEWORK}='torch; rm -rf /': accepted: jax, tensorflow, torch" in warning
