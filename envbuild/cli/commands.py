@@ -342,45 +342,84 @@ def verify(args: argparse.Namespace) -> int:
     import json
 
     from envbuild.image.verify import save_report
-    from envbuild.runtime import verify
+    from envbuild.runtime import DEFAULT_RUNTIME, verify
+    from envbuild.runtime.fromlog import RUNTIME as LOG_RUNTIME
     from envbuild.runtime.record import save_record, utc_now, verify_record
     from envbuild.smoke.run import summary
 
+    runtime = args.runtime or (LOG_RUNTIME if args.from_log else DEFAULT_RUNTIME)
+    # what the image says it was rendered for: the framework the gate judges, the smoke settings
+    labels, unread = _labels_of(args.image, runtime) if args.gpu or not args.from_log else ({}, None)
     if args.gpu:  # the audit gate first: a GPU with no kernel image fails before any container runs
         from envbuild.image.auditgate import audit_gate
         from envbuild.image.auditgate import summary as audit_summary
-        from envbuild.matrix.load import load_matrix
+        from envbuild.image.imagelabels import framework_label
         from envbuild.resolve.query import parse_gpu
 
-        matrix = load_matrix()
+        matrix = _load(args)
         gpus = tuple(parse_gpu(text, matrix) for text in args.gpu)
-        gate = audit_gate(args.image, gpus, None, args.image, say=lambda line: print(line, file=sys.stderr))
+        framework, warning = framework_label(labels, args.image)
+        if warning:
+            sys.stderr.write(f"verify: warning: {warning}\n")
+        gate = audit_gate(  # as `envbuild build` judges it
+            args.image, gpus, framework, args.image, say=lambda line: print(line, file=sys.stderr)
+        )
         sys.stderr.write(audit_summary(gate))
         gate.check()
     started = utc_now()
+    settings = None
     if args.from_log:  # the cluster ran it (ci k8s, ci slurm's pyxis jobs): judge its output, run nothing
-        from envbuild.runtime.fromlog import RUNTIME, verify_from_log
+        from envbuild.runtime.fromlog import verify_from_log
 
         result = verify_from_log(
-            args.image, args.from_log, device=args.smoke_device, runtime=args.runtime or RUNTIME
+            args.image, args.from_log, device=args.smoke_device or "gpu", runtime=runtime
         )
     else:
-        from envbuild.runtime import DEFAULT_RUNTIME
-
-        result = verify(
-            args.runtime or DEFAULT_RUNTIME,
-            args.image,
-            device=args.smoke_device,
-            steps=args.steps,
-            precision=args.precision,
-            timeout=args.timeout,
-        )
+        settings = _smoke_settings(args, labels, unread)
+        result = verify(runtime, args.image, **settings.values())
     if args.report:
         save_report(args.report, result)
     if args.record:
-        save_record(args.record, verify_record(result, args.image, started=started, finished=utc_now()))
+        finished = utc_now()
+        document = settings.document() if settings is not None else None
+        save_record(
+            args.record,
+            verify_record(result, args.image, started=started, finished=finished, settings=document),
+        )
     sys.stdout.write(json.dumps(result.report, indent=2) + "\n" if args.json else summary(result.report))
     return EXIT_OK if result.passed else EXIT_FAILURE
+
+
+def _labels_of(image: str, runtime: str) -> tuple[dict[str, object], str | None]:
+    """(the image's labels, None) or ({}, why they could not be read): untrusted, judged by the caller."""
+    from envbuild.errors import EnvbuildError
+    from envbuild.image.imagelabels import image_labels
+
+    try:
+        return image_labels(image, runtime=runtime), None
+    except EnvbuildError as exc:
+        return {}, exc.message
+
+
+def _smoke_settings(args: argparse.Namespace, labels: dict[str, object], unread: str | None):
+    """verify's smoke settings (a spec.smokelabels.SmokeChoice): each flag given, else the image's
+    io.envbuild.spec.smoke.* label (what render wrote from the spec), else the default. Labels are
+    untrusted: one the spec's rules refuse is a warning naming it, and the default. Says on stderr what
+    it chose and from where."""
+    from envbuild.spec.model import SMOKE_SETTINGS
+    from envbuild.spec.smokelabels import DEFAULT, choose
+
+    flags = {
+        setting.key: getattr(args, setting.flag[2:].replace("-", "_")) if setting.flag else None
+        for setting in SMOKE_SETTINGS
+    }
+    settings = choose(flags, labels, args.image)
+    if unread and any(choice.source == DEFAULT for choice in settings.choices):
+        sys.stderr.write(f"verify: warning: {unread}; the settings no flag gives are the defaults\n")
+    for warning in settings.warnings:
+        sys.stderr.write(f"verify: warning: {warning}\n")
+    sys.stderr.write(f"verify: smoke settings: {settings.describe()}\n")
+    return settings
 
 
 def promote(args: argparse.Namespace) -> int:

@@ -108,23 +108,26 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def add_smoke_limits(parser: argparse.ArgumentParser, *, steps_default: int | None) -> None:
-    """--steps and --timeout of a smoke step (verify, smoke), in the ranges the spec's [smoke] takes."""
+def add_smoke_limits(parser: argparse.ArgumentParser, *, from_image: bool = False) -> None:
+    """--steps and --timeout of a smoke step (verify, smoke), in the ranges the spec's [smoke] takes.
+    from_image (verify): not given is None, so the image's label can decide (spec.smokelabels); else
+    --steps not given is None (the program's own default) and --timeout is the default."""
     from envbuild.smoke import DEFAULT_STEPS, DEFAULT_TIMEOUT_S, STEPS_RANGE, TIMEOUT_RANGE_S
 
+    default = "the image's label, else " if from_image else ""
     parser.add_argument(
         "--steps",
         type=bounded_int(*STEPS_RANGE),
-        default=steps_default,
+        default=None,
         metavar="N",
-        help=f"training steps, {STEPS_RANGE[0]}-{STEPS_RANGE[1]} (default {DEFAULT_STEPS})",
+        help=f"training steps, {STEPS_RANGE[0]}-{STEPS_RANGE[1]} (default {default}{DEFAULT_STEPS})",
     )
     parser.add_argument(
         "--timeout",
         type=bounded_int(*TIMEOUT_RANGE_S),
-        default=DEFAULT_TIMEOUT_S,
+        default=None if from_image else DEFAULT_TIMEOUT_S,
         metavar="S",
-        help=f"seconds, {TIMEOUT_RANGE_S[0]}-{TIMEOUT_RANGE_S[1]} (default {DEFAULT_TIMEOUT_S})",
+        help=f"seconds, {TIMEOUT_RANGE_S[0]}-{TIMEOUT_RANGE_S[1]} (default {default}{DEFAULT_TIMEOUT_S})",
     )
 
 
@@ -329,12 +332,18 @@ def _build(parser: argparse.ArgumentParser) -> None:
 
 def _verify(parser: argparse.ArgumentParser) -> None:
     from envbuild.runtime import DEFAULT_RUNTIME, RUNTIMES
-    from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEVICES, PRECISIONS
+    from envbuild.smoke import DEFAULT_PRECISION, DEVICES, PRECISIONS
 
+    # the smoke settings: a flag, else the image's io.envbuild.spec.smoke.* label (what render wrote from
+    # the spec's [smoke]), else the default; verify prints which, and --record keeps it
     parser.add_argument("image", metavar="IMAGE")
-    parser.add_argument("--smoke-device", choices=DEVICES, default="gpu", help="default: gpu")
-    parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
-    add_smoke_limits(parser, steps_default=DEFAULT_STEPS)
+    parser.add_argument(
+        "--smoke-device", choices=DEVICES, help="default: the image's label, else gpu (with --from-log: gpu)"
+    )
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, help=f"default: the image's label, else {DEFAULT_PRECISION}"
+    )
+    add_smoke_limits(parser, from_image=True)
     parser.add_argument(
         "--report", metavar="FILE", help="write {image, device, report, report-digest} here for `promote`"
     )
@@ -363,6 +372,7 @@ def _verify(parser: argparse.ArgumentParser) -> None:
         help="audit the image's kernels for this GPU before the smoke step; exit 1 when it has no kernel "
         "image (repeatable)",
     )
+    add_matrix(parser)  # where --gpu names are looked up, as `envbuild build --matrix` does
     add_json(parser, "the report as JSON")
 
 
@@ -616,7 +626,7 @@ def _smoke(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--device", choices=("gpu", "cpu", "auto"), default="gpu", help="default: gpu")
     parser.add_argument("--precision", choices=PRECISIONS, help=f"default: {DEFAULT_PRECISION}")
-    add_smoke_limits(parser, steps_default=None)  # None: the program's own default
+    add_smoke_limits(parser)  # --steps None: the program's own default
     add_json(parser, "the report as JSON")
 
 

@@ -24,6 +24,10 @@ COMPAT = PREFIX + "compat"
 GPU_ARCH = PREFIX + "gpu-arch"
 SPEC_DIGEST = PREFIX + "spec-digest"
 PLATFORM = PREFIX + "platform"  # linux/amd64, linux/arm64: what the image was built, locked and verified for
+# ... and one per [smoke] setting of the spec (spec.smokelabels): io.envbuild.spec.smoke.steps=20, so
+# `envbuild verify IMAGE` smokes an image with the settings it was rendered for. Not under smoke.: those
+# are what promote says about the smoke step that did run.
+SPEC_SMOKE = PREFIX + "spec.smoke."
 
 # Added by promote to an image whose smoke step passed (a label-only image on top of the built one).
 VERIFIED = PREFIX + "verified"
@@ -33,6 +37,11 @@ SMOKE_FRAMEWORK = PREFIX + "smoke.framework"
 # ... and one per GPU the audit judged: io.envbuild.audit.sm_90=native|same-major|ptx-only (the worst
 # verdict across the framework's libraries; none for a GPU whose libraries have no device code)
 AUDIT = PREFIX + "audit."
+
+
+def spec_smoke_label(key: str) -> str:
+    """ "steps" -> "io.envbuild.spec.smoke.steps"."""
+    return SPEC_SMOKE + key
 
 
 def audit_label(gpu_key: str) -> str:

@@ -31,6 +31,7 @@ from envbuild.resolve.spec_query import target_query
 from envbuild.spec import validate
 from envbuild.spec.lockfile import LockedPackage, LockedTarget, requirement_lines
 from envbuild.spec.model import Spec, Target
+from envbuild.spec.smokelabels import smoke_labels
 
 PYPI = "https://pypi.org/simple"
 MICROMAMBA_IMAGE = "mambaorg/micromamba:2.6.1"
@@ -429,6 +430,7 @@ def _image_labels(
         labels.GPU_ARCH: variant.arch.describe(),
         labels.SPEC_DIGEST: f"sha256:{spec.digest}",
         labels.PLATFORM: platform,
+        **smoke_labels(spec.smoke),  # what `envbuild verify IMAGE` smokes it with, away from the spec
     }
     written.update(dict(spec.image.labels))
     return tuple(sorted((key, value) for key, value in written.items() if value))

@@ -31,7 +31,11 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def verify_record(verification: Verification, image: str, *, started: str, finished: str) -> dict:
+def verify_record(
+    verification: Verification, image: str, *, started: str, finished: str, settings: dict | None = None
+) -> dict:
+    """settings: the smoke settings and where each came from, {key: {"value", "from": flag | label |
+    default}} (spec.smokelabels.SmokeChoice.document); None for a run envbuild did not start (--from-log)."""
     report = verification.report
     record = {
         "envbuild": envbuild.__version__,
@@ -51,6 +55,8 @@ def verify_record(verification: Verification, image: str, *, started: str, finis
         "gates": report.get("gates", {}),
         "failed": [item.get("gate") for item in report.get("failed", []) if isinstance(item, dict)],
     }
+    if settings is not None:
+        record["settings"] = settings
     slurm = {key: os.environ[name] for key, name in _SLURM.items() if os.environ.get(name)}
     if slurm:
         record["slurm"] = slurm

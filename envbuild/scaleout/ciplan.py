@@ -1,11 +1,13 @@
 """What every CI generator (`ci github`, `ci gitlab`) writes, worked out and checked once.
 
 Both run the same pipeline: lock-check -> build (a CPU runner pushes a candidate to the staging
-repository, by digest) -> verify (GPU runners, one job per target and GPU capability) -> promote
-(registry-side, by digest). This module holds the values: the targets, the verify fan-out, the final
-tags, the registries to log in to, where envbuild is installed from, whether the lock is sealed, and
-the words every `envbuild` command of the pipeline repeats (-f SPEC, --matrix, --base-image), so a
-workflow reproduces what the generator was told. Each generator's module only fills its template.
+repository, by digest) -> verify (GPU runners, one job per target and GPU capability, each running
+`envbuild build`'s gates: the audit for its GPUs, then the smoke step with the spec's [smoke] settings,
+one command written by verify_command for both) -> promote (registry-side, by digest). This module
+holds the values: the targets, the verify fan-out, the final tags, the registries to log in to, where
+envbuild is installed from, whether the lock is sealed, and the words every `envbuild` command of the
+pipeline repeats (-f SPEC, --matrix, --base-image), so a workflow reproduces what the generator was
+told. Each generator's module only fills its template.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from envbuild.scaleout.install import install_source
 from envbuild.scaleout.quoting import shell_word
 from envbuild.spec.lockfile import lock_path
 from envbuild.spec.lockseal import KEY_ENV
-from envbuild.spec.model import Spec
+from envbuild.spec.model import SMOKE_SETTINGS, Spec
 from envbuild.spec.validate import image_ref
 
 DEFAULT_GPU_LABELS = ("self-hosted", "gpu")
@@ -36,12 +38,19 @@ BUILDKIT_ATTESTATIONS = ("--sbom=true", "--provenance=mode=max")
 
 
 class VerifyJob(Record):
-    __slots__ = ("target", "gpu", "labels", "build", "platform")
+    """One verify job: the audit gate for `gpus`, then the smoke step, on a runner with `labels`.
+
+    gpus: the target's GPUs as the spec names them that this job's audit judges: those of its capability
+    on a GPU runner, every one on a CPU one, so that the jobs of a target together judge exactly the
+    GPUs `envbuild build`'s gate does (a target naming none: none, and no audit)."""
+
+    __slots__ = ("target", "gpu", "labels", "build", "platform", "gpus")
     target: str
     gpu: str  # sm_XY, or "cpu" when the spec's smoke step runs on CPU
     labels: tuple[str, ...]  # the runner labels (GitHub) / tags (GitLab); () for CPU: any runner
     build: str  # the Build.key whose candidate it verifies
     platform: str
+    gpus: tuple[str, ...]
 
 
 class Build(Record):
@@ -63,6 +72,7 @@ class CiPlan(Record):
         "spec_path",
         "spec_arg",
         "extra_args",
+        "matrix_args",
         "install",
         "sealed",
         "staging",
@@ -78,6 +88,7 @@ class CiPlan(Record):
     spec_path: str  # as the checkout names it
     spec_arg: str  # the word after -f in a script (shell-quoted)
     extra_args: str  # " --matrix M --base-image B" for lock --check and render, shell-quoted, or ""
+    matrix_args: str  # " --matrix M" for verify (its --gpu names), shell-quoted, or ""
     install: str  # the pip argument that installs envbuild (not yet quoted)
     sealed: bool  # the lock next to the spec carries a content-hmac: CI needs ENVBUILD_LOCK_KEY
     staging: str
@@ -109,9 +120,8 @@ def ci_plan(
     staging = staging or spec.image.repository
     targets = tuple(t.name for t in spec.targets)
     bake_names(spec, matrix)  # the same names must also work as bake targets
-    extra = ""
-    if matrix_path is not None:
-        extra += f" --matrix {path_word(matrix_path)}"
+    matrix_args = "" if matrix_path is None else f" --matrix {path_word(matrix_path)}"
+    extra = matrix_args
     if base_image is not None:
         try:
             image_ref(base_image)
@@ -132,8 +142,9 @@ def ci_plan(
     )
     verify = []
     for build in builds:  # each platform's image is verified on its own, on a runner of its machine
+        (target,) = spec.target(build.target)
         if spec.smoke.device == "gpu":
-            for runner in gpu_runner_labels(matrix, spec, build.target, list(labels)):
+            for runner, gpus in gpu_runners(matrix, target.stack.gpus, list(labels)):
                 verify.append(
                     VerifyJob(
                         target=build.target,
@@ -141,11 +152,19 @@ def ci_plan(
                         labels=tuple(runner),
                         build=build.key,
                         platform=build.platform,
+                        gpus=gpus,
                     )
                 )
         else:  # the spec's smoke step runs on CPU: any runner of the platform will do
             verify.append(
-                VerifyJob(target=build.target, gpu="cpu", labels=(), build=build.key, platform=build.platform)
+                VerifyJob(
+                    target=build.target,
+                    gpu="cpu",
+                    labels=(),
+                    build=build.key,
+                    platform=build.platform,
+                    gpus=target.stack.gpus,
+                )
             )
     promotions = tuple(
         (t.name, tuple(build_plan(matrix, spec, t, base_image=base_image).tags)) for t in spec.targets
@@ -154,6 +173,7 @@ def ci_plan(
         spec_path=spec_path,
         spec_arg=path_word(spec_path),
         extra_args=extra,
+        matrix_args=matrix_args,
         install=install_source(install),
         sealed=lock_sealed(spec),
         staging=staging,
@@ -168,23 +188,38 @@ def ci_plan(
     )
 
 
-def gpu_runner_labels(matrix: Matrix, spec: Spec, target_name: str, gpu_labels: list[str]) -> list[list[str]]:
-    """Runner label sets for verifying one target: one per distinct capability of its GPUs.
+def gpu_runners(
+    matrix: Matrix, gpus: tuple[str, ...], gpu_labels: list[str]
+) -> list[tuple[list[str], tuple[str, ...]]]:
+    """(runner labels, the GPUs of that capability, as the spec names them) for verifying one target's
+    GPUs: one per distinct capability.
 
     A runner must carry every label of the set, so a target for H100 and L4 nodes is verified twice,
     on [self-hosted, gpu, sm_90] and on [self-hosted, gpu, sm_89]; a target naming no GPU on any runner
-    with the base labels.
+    with the base labels (and judges no GPU).
     """
-    (target,) = spec.target(target_name)
     index = gpu_index(matrix)
-    capabilities: list[str] = []
-    for name in target.stack.gpus:
-        label = sm_name(parse_gpu(name, matrix, index).cc)
-        if label not in capabilities:
-            capabilities.append(label)
-    if not capabilities:
-        return [list(gpu_labels)]
-    return [[*gpu_labels, label] for label in capabilities]
+    by_capability: dict[str, list[str]] = {}
+    for name in gpus:
+        by_capability.setdefault(sm_name(parse_gpu(name, matrix, index).cc), []).append(name)
+    if not by_capability:
+        return [(list(gpu_labels), ())]
+    return [([*gpu_labels, label], tuple(names)) for label, names in by_capability.items()]
+
+
+def verify_command(plan: CiPlan, job: VerifyJob, report: str) -> str:
+    """The verify job's command: `envbuild build`'s gates for this job's candidate, "$IMAGE". First the
+    audit gate for the job's GPUs (`--gpu`, looked up in the generator's matrix), then the smoke step
+    with every [smoke] setting of the spec that has a flag (spec.model.SMOKE_SETTINGS): the values build
+    passes, written out so the file shows them and an image's labels cannot change them. Every value is
+    one shell word; `report` is the --report path."""
+    audit = "".join(f" --gpu {shell_word(name)}" for name in job.gpus)
+    smoke = "".join(
+        f" {setting.flag} {shell_word(setting.codec.write(getattr(plan.smoke, setting.field)))}"
+        for setting in SMOKE_SETTINGS
+        if setting.flag
+    )
+    return f'envbuild verify "$IMAGE"{audit}{plan.matrix_args}{smoke} --report {shell_word(report)}'
 
 
 def path_word(path: str) -> str:

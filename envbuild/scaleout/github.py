@@ -1,7 +1,8 @@
 """A GitHub Actions workflow for a spec, rendered from templates/ci/github-workflow.yml.j2.
 
 The workflow runs the pipeline across runners: lock-check -> build (CPU runner, push a candidate to a
-staging repository, by digest) -> verify (GPU runners, one job per target and GPU capability) ->
+staging repository, by digest) -> verify (GPU runners, one job per target and GPU capability: the
+audit gate for its GPUs, then the smoke step with the spec's settings, ciplan.verify_command) ->
 promote (registry-side, `envbuild promote REPO@sha256:... --to TAG`). The template holds the shape;
 this module works out the values (targets, the verify fan-out, the final tags) and the filters every
 spec- or flag-derived value goes through: `yaml` and `block` for YAML, `sh` for a word of a `run:`
@@ -43,7 +44,14 @@ from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.oci.reference import split_tag
 from envbuild.scaleout.actionpins import pin_actions, read_pins
-from envbuild.scaleout.ciplan import BUILDKIT_ATTESTATIONS, LOCK_KEY_ENV, CiPlan, VerifyJob, ci_plan
+from envbuild.scaleout.ciplan import (
+    BUILDKIT_ATTESTATIONS,
+    LOCK_KEY_ENV,
+    CiPlan,
+    VerifyJob,
+    ci_plan,
+    verify_command,
+)
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -160,6 +168,7 @@ def workflow_yaml(
             }
             for job in plan.verify_jobs
         ],
+        "verify_steps": verify_steps(plan),
         "promotions": [
             {
                 "target": name,
@@ -178,6 +187,27 @@ def workflow_yaml(
     filters = {"yaml": yaml_scalar, "block": yaml_block, "sh": shell_word, "comment": comment_text}
     template = environment(filters).get_template(TEMPLATE)
     return template.render(context)
+
+
+def verify_steps(plan: CiPlan) -> list[dict]:
+    """The verify job's audit-and-smoke steps: one per target and GPU capability, each with its own
+    command (ciplan.verify_command: its GPUs differ), and, when there are several, the `if:` that picks
+    the one of the matrix entry (every entry matches exactly one; a platform's entries share theirs)."""
+    steps: dict[tuple[str, str], VerifyJob] = {}
+    for job in plan.verify_jobs:
+        steps.setdefault((job.target, job.gpu), job)
+    several = len(steps) > 1
+    return [
+        {
+            "name": f"{job.target}: audit for {', '.join(job.gpus)}, then the smoke training step "
+            f"({plan.smoke.device})"
+            if job.gpus
+            else f"{job.target}: the smoke training step ({plan.smoke.device}; no GPU named to audit for)",
+            "if": f"matrix.target == '{job.target}' && matrix.gpu == '{job.gpu}'" if several else None,
+            "command": verify_command(plan, job, "smoke.json"),
+        }
+        for job in steps.values()
+    ]
 
 
 def _runner(platform: str, qemu: bool) -> str:

@@ -33,7 +33,7 @@ from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.oci.reference import split_tag
-from envbuild.scaleout.ciplan import BUILDKIT_ATTESTATIONS, LOCK_KEY_ENV, ci_plan
+from envbuild.scaleout.ciplan import BUILDKIT_ATTESTATIONS, LOCK_KEY_ENV, ci_plan, verify_command
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -88,8 +88,14 @@ def pipeline_yaml(
         "digest_pattern": DIGEST_PATTERN,
         "key_env": LOCK_KEY_ENV,
         "verify_jobs": [
-            {"name": f"verify:{job.target}:{job.gpu}", "target": job.target, "gpu": job.gpu}
-            | {"tags": job.labels}
+            {
+                "name": f"verify:{job.target}:{job.gpu}",
+                "target": job.target,
+                "gpu": job.gpu,
+                "tags": job.labels,
+                # envbuild build's gates: the audit for the job's GPUs, then the smoke step
+                "command": verify_command(plan, job, f"verify/{job.gpu}/smoke.json"),
+            }
             for job in plan.verify_jobs
         ],
         "promotions": [

@@ -7,6 +7,7 @@ given and what is accepted, so nothing invalid reaches a resolver or a template.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 
@@ -15,7 +16,15 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
 from envbuild.matrix import platforms
 from envbuild.matrix.model import COMPAT_MODES, STRATEGIES
-from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEVICES, PRECISIONS
+from envbuild.smoke import (
+    DEFAULT_PRECISION,
+    DEFAULT_STEPS,
+    DEFAULT_TIMEOUT_S,
+    DEVICES,
+    PRECISIONS,
+    STEPS_RANGE,
+    TIMEOUT_RANGE_S,
+)
 from envbuild.spec import validate
 from envbuild.spec.lockfile import LOCK_NAME
 
@@ -30,6 +39,80 @@ DEFAULT_USER = "envbuild"
 # what installs Python packages inside the image: uv (fast, never left in the image) or pip, for
 # bases where uv's manylinux binary cannot run (musl, glibc older than 2.17, other CPUs)
 INSTALLERS = ("uv", "pip")
+
+
+class LabelCodec(Record):
+    """How a [smoke] value travels in an image label's text: `write` gives the text render puts in the
+    Dockerfile, `parse` turns a label's text back into what TOML would have given, or leaves the text
+    as it is when it cannot, so that the spec's own rule (SmokeSetting.read) refuses it, in its words."""
+
+    __slots__ = ("write", "parse")
+    write: Callable[[Any], str]
+    parse: Callable[[str], Any]
+
+
+def _whole_or_text(text: str) -> Any:
+    return int(text) if re.fullmatch(r"[0-9]{1,18}", text) else text  # int() would take " 2_0 "
+
+
+def _list_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+TEXT = LabelCodec(write=str, parse=str)
+WHOLE = LabelCodec(write=str, parse=_whole_or_text)
+STRINGS = LabelCodec(write=lambda value: json.dumps(list(value)), parse=_list_or_text)  # a JSON list
+
+
+class SmokeSetting(Record):
+    """One [smoke] setting, read by one rule whether it comes from the spec or from an image's label.
+
+    key: the [smoke] key, and the last part of the image's label (oci.labels.spec_smoke_label); its
+    SmokeSpec field is `field`. flag: the `envbuild verify` option that overrides it (None: none does).
+    default: when neither the spec nor the image says. rule(reader, where, table, key, default): the
+    spec's rule for it (read). codec: how a label's text carries it."""
+
+    __slots__ = ("key", "flag", "default", "rule", "codec")
+    key: str
+    flag: str | None
+    default: Any
+    rule: Callable[[_Reader, str, dict[str, Any], str, Any], Any]
+    codec: LabelCodec
+
+    @property
+    def field(self) -> str:
+        return self.key.replace("-", "_")
+
+    def read(self, reader: _Reader, where: str, table: dict[str, Any]) -> Any:
+        """The value under `key` in `table` by the spec's rule (the default when absent), or a
+        UsageError naming `where`, the key and what is accepted."""
+        return self.rule(reader, where, table, self.key, self.default)
+
+
+def one_of(choices: tuple[str, ...]) -> Callable[..., Any]:
+    return lambda reader, where, table, key, default: reader.text(where, table, key, default, choices=choices)
+
+
+def whole(low: int, high: int) -> Callable[..., Any]:
+    return lambda reader, where, table, key, default: reader.integer(where, table, key, default, low, high)
+
+
+# The [smoke] table, one row a setting: the spec reads it, render writes each into a label of the image
+# (spec.smokelabels), and `envbuild verify IMAGE` reads it back by the same rule. A new setting is one
+# row here and its SmokeSpec field (a list of strings: codec=STRINGS and a rule calling reader.strings).
+SMOKE_SETTINGS = (
+    SmokeSetting(key="device", flag="--smoke-device", default="gpu", rule=one_of(DEVICES), codec=TEXT),
+    SmokeSetting(key="steps", flag="--steps", default=DEFAULT_STEPS, rule=whole(*STEPS_RANGE), codec=WHOLE),
+    SmokeSetting(
+        key="precision", flag="--precision", default=DEFAULT_PRECISION, rule=one_of(PRECISIONS), codec=TEXT
+    ),
+    SmokeSetting(
+        key="timeout", flag="--timeout", default=DEFAULT_TIMEOUT_S, rule=whole(*TIMEOUT_RANGE_S), codec=WHOLE
+    ),
+)
 
 STACK_KEYS = (
     "driver",
@@ -57,7 +140,7 @@ TABLE_KEYS = {
         "framework-index-url",
     ),
     "image": ("repository", "tags", "user", "labels", "env", "devel", "installer"),
-    "smoke": ("device", "steps", "precision", "timeout"),
+    "smoke": tuple(setting.key for setting in SMOKE_SETTINGS),
     "target": ("name", *STACK_KEYS),
 }
 
@@ -415,6 +498,12 @@ class _Reader:
         return tuple(names)
 
 
+def judge_setting(setting: SmokeSetting, value: Any, path: str, where: str) -> Any:
+    """`value` by the setting's spec rule, as if `where` in `path` held it under the setting's key: what
+    it reads as, or the UsageError a spec holding it would give (`{path}: {where} {key} = ...: ...`)."""
+    return setting.read(_Reader(path), where, {setting.key: value})
+
+
 def load_spec(path: str) -> Spec:
     try:
         with open(path, "rb") as handle:
@@ -500,22 +589,13 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
     )
 
     smoke_table = reader.table(data, "smoke")
-    where = "[smoke]"
     smoke = SmokeSpec(
-        device=reader.attempt(
-            lambda: reader.text(where, smoke_table, "device", "gpu", choices=DEVICES), "gpu"
-        ),
-        steps=reader.attempt(
-            lambda: reader.integer(where, smoke_table, "steps", DEFAULT_STEPS, 1, 10_000), DEFAULT_STEPS
-        ),
-        precision=reader.attempt(
-            lambda: reader.text(where, smoke_table, "precision", DEFAULT_PRECISION, choices=PRECISIONS),
-            DEFAULT_PRECISION,
-        ),
-        timeout=reader.attempt(
-            lambda: reader.integer(where, smoke_table, "timeout", DEFAULT_TIMEOUT_S, 10, 86_400),
-            DEFAULT_TIMEOUT_S,
-        ),
+        **{
+            setting.field: reader.attempt(
+                lambda setting=setting: setting.read(reader, "[smoke]", smoke_table), setting.default
+            )
+            for setting in SMOKE_SETTINGS
+        }
     )
 
     targets_raw = data.get("target", [])

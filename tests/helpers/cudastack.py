@@ -52,9 +52,7 @@ def complete(directory: Path) -> bool:
 def download(directory: Path) -> Path:
     """`pip download` the pinned list into `directory`, hash-checked, for CPython 3.11 on x86_64."""
     tags = [flag for tag in PLATFORMS for flag in ("--platform", tag)]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "-r", str(PINNED)]
-        + ["--python-version", "3.11", "--only-binary=:all:", *tags, "-d", str(directory)],
-        check=True,
-    )
+    pip = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes"]
+    target = ["--python-version", "3.11", "--only-binary=:all:", *tags]
+    subprocess.run([*pip, "-r", str(PINNED), *target, "-d", str(directory)], check=True)
     return directory

@@ -47,6 +47,7 @@ MATRIX_COMMANDS = {
     "lock": ["lock", "-f", SPEC, "--check"],
     "build": ["build", "-f", SPEC],
     "audit": ["audit", SPEC],
+    "verify": ["verify", "envbuild/train:x", "--gpu", "H100"],  # the matrix names the audit gate's GPUs
     "bake": ["bake", "-f", SPEC],
     "ci github": ["ci", "github", "-f", SPEC],
     "ci gitlab": ["ci", "gitlab", "-f", SPEC],

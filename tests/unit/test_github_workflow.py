@@ -23,37 +23,13 @@ from envbuild.render.plan import build_plan
 from envbuild.scaleout.github import ACTIONS, workflow_yaml
 from envbuild.scaleout.quoting import yaml_block, yaml_scalar
 from envbuild.spec.model import load_spec
+from tests.helpers.cicases import GITHUB_CASES
 from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output
-from tests.helpers.paths import EXAMPLES, GOLDEN
+from tests.helpers.paths import GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.workflows import INSTALL, yaml_load
 
-CASES = {  # golden file -> (spec, keyword arguments)
-    "torch": (TORCH, {}),
-    "tf": (EXAMPLES / "tensorflow-base-image" / "envbuild.toml", {}),
-    "jax": (EXAMPLES / "jax-conda" / "envbuild.toml", {}),
-    "two": (GOLDEN / "ci" / "two.toml", {}),
-    "two-labels": (GOLDEN / "ci" / "two.toml", {"gpu_labels": ["gpu-pool", "a b"]}),
-    "two-nolabels": (GOLDEN / "ci" / "two.toml", {"gpu_labels": []}),
-    "two-staging": (GOLDEN / "ci" / "two.toml", {"staging": "docker.io/acme/staging"}),
-    "cpu": (GOLDEN / "ci" / "cpu.toml", {"spec_path": "ci/env build.toml"}),
-    "hub": (GOLDEN / "ci" / "hub.toml", {"staging": "quay.io/acme/stage"}),
-    "platforms": (GOLDEN / "ci" / "platforms.toml", {}),  # issue 19: arm64 builds on arm64 runners
-    "platforms-qemu": (GOLDEN / "ci" / "platforms.toml", {"qemu": True}),
-    # issue 20: envbuild's attestations, signed with a key from a repository secret
-    "two-signed": (GOLDEN / "ci" / "two.toml", {"sign_key_secret": "ENVBUILD_SIGN_KEY"}),
-    "platforms-signed": (GOLDEN / "ci" / "platforms.toml", {"sign_key_secret": "ENVBUILD_SIGN_KEY"}),
-    "sealed-pinned": (
-        GOLDEN / "ci" / "sealed" / "envbuild.toml",
-        {
-            "spec_path": "ci/sealed/envbuild.toml",
-            "action_pins": str(GOLDEN / "ci" / "action-pins.txt"),
-            "base_image": "registry.local:5000/mirror/cuda:12.4.1-cudnn-runtime-ubuntu22.04",
-            "matrix_path": "ci/matrix",
-            "install": "envbuild==0.1.0",
-        },
-    ),
-}
+CASES = GITHUB_CASES
 
 
 def workflow_text(matrix: Matrix, spec, **kwargs) -> str:
@@ -140,7 +116,8 @@ def test_workflow_verify_runs_on_gpu_runners_per_capability(matrix, two_targets)
     assert download["with"] == {"name": "digest-${{ matrix.target }}"}
     smoke = next(s for s in steps if "envbuild verify" in s.get("run", ""))
     assert smoke["env"]["IMAGE"] == "registry.example.com:5000/team/train@${{ steps.digest.outputs.digest }}"
-    assert '"$IMAGE" --smoke-device gpu' in smoke["run"]
+    assert '"$IMAGE" --gpu H100 --smoke-device gpu' in smoke["run"]  # the audit gate, then the smoke step
+    assert smoke["if"] == "matrix.target == 'h100' && matrix.gpu == 'sm_90'"
     assert "--report smoke.json" in smoke["run"]
     upload = next(s for s in steps if s.get("uses") == ACTIONS["upload"])
     assert upload["with"]["name"] == "record-verify-${{ matrix.target }}-${{ matrix.gpu }}"

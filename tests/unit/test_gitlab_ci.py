@@ -16,28 +16,13 @@ from envbuild.cli.app import main
 from envbuild.matrix.model import Matrix
 from envbuild.scaleout.gitlab import pipeline_yaml
 from envbuild.spec.model import load_spec
+from tests.helpers.cicases import GITLAB_CASES, SEALED
 from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output
 from tests.helpers.paths import GOLDEN
 from tests.helpers.specs import TORCH_EXAMPLE as TORCH
 from tests.helpers.workflows import INSTALL, yaml_load
 
-SEALED = GOLDEN / "ci" / "sealed" / "envbuild.toml"
-CASES = {  # golden file -> (spec, keyword arguments)
-    "gitlab-torch": (TORCH, {}),
-    "gitlab-two": (GOLDEN / "ci" / "two.toml", {}),
-    "gitlab-cpu": (GOLDEN / "ci" / "cpu.toml", {"spec_path": "ci/env build.toml"}),
-    "gitlab-sealed": (
-        SEALED,
-        {
-            "spec_path": "ci/sealed/envbuild.toml",
-            "gpu_tags": ["nvidia", "k8s pool"],
-            "base_image": "registry.local:5000/mirror/cuda:12.4.1-cudnn-runtime-ubuntu22.04",
-            "matrix_path": "ci/matrix",
-            "install": "envbuild==0.1.0",
-            "staging": "ghcr.io/acme/staging",
-        },
-    ),
-}
+CASES = GITLAB_CASES
 STAGES = ["lock-check", "build", "verify", "promote"]
 
 
@@ -101,7 +86,7 @@ def test_verify_runs_on_gpu_runners_tagged_by_capability(matrix):
         "verify:default:sm_89": ["nvidia", "sm_89"],
     }
     script = "\n".join(verify["verify:default:sm_90"]["script"])
-    assert 'envbuild verify "$IMAGE" --smoke-device gpu' in script
+    assert 'envbuild verify "$IMAGE" --gpu H100 --smoke-device gpu' in script  # the audit, then the smoke
     assert "--report verify/sm_90/smoke.json" in script
 
 
