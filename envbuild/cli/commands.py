@@ -357,6 +357,14 @@ def verify(args: argparse.Namespace) -> int:
         sys.stderr.write(audit_summary(gate))
         gate.check()
     started = utc_now()
+    if args.from_log and (args.smoke_imports or args.smoke_command):
+        from envbuild.errors import UsageError
+
+        raise UsageError(
+            "--smoke-import and --smoke-command choose the checks of a run, and --from-log judges a run "
+            "that already happened",
+            fix="drop them: the job ran the image's own [smoke] checks, and its report lists each one",
+        )
     if args.from_log:  # the cluster ran it (ci k8s, ci slurm's pyxis jobs): judge its output, run nothing
         from envbuild.runtime.fromlog import RUNTIME, verify_from_log
 
@@ -373,6 +381,8 @@ def verify(args: argparse.Namespace) -> int:
             steps=args.steps,
             precision=args.precision,
             timeout=args.timeout,
+            imports=tuple(args.smoke_imports) if args.smoke_imports else None,
+            command=args.smoke_command,
         )
     if args.report:
         save_report(args.report, result)
@@ -568,7 +578,13 @@ def smoke(args: argparse.Namespace) -> int:
     from envbuild.smoke.run import run_smoke, summary
 
     report, _ = run_smoke(
-        args.framework, device=args.device, steps=args.steps, precision=args.precision, timeout=args.timeout
+        args.framework,
+        device=args.device,
+        steps=args.steps,
+        precision=args.precision,
+        timeout=args.timeout,
+        imports=tuple(args.smoke_imports or ()),
+        command=args.smoke_command,
     )
     sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else summary(report))
     return EXIT_OK if report["passed"] else EXIT_FAILURE

@@ -128,6 +128,42 @@ def add_smoke_limits(parser: argparse.ArgumentParser, *, steps_default: int | No
     )
 
 
+def spec_value(check: Callable[[str], str], name: str) -> Callable[[str], str]:
+    """An argparse type: a value by the rule its [smoke] key has in the spec (envbuild.spec.validate).
+    argparse turns the refusal into exit 2 with `argument --FLAG: ...` and what is accepted."""
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
+
+    parse.__name__ = name
+    return parse
+
+
+def add_smoke_checks(parser: argparse.ArgumentParser, *, flag: str) -> None:
+    """The checks a smoke step runs after its training step ([smoke] imports and command): `flag`-import
+    and `flag`-command, each replacing the image's own of its kind (verify) or naming them (smoke)."""
+    from envbuild.spec import validate
+
+    parser.add_argument(
+        f"--{flag}import",
+        dest="smoke_imports",
+        action="append",
+        type=spec_value(validate.smoke_import, "module name"),
+        metavar="MODULE",
+        help="a module to import after the training step, as [smoke] imports (repeatable)",
+    )
+    parser.add_argument(
+        f"--{flag}command",
+        dest="smoke_command",
+        type=spec_value(validate.smoke_command_line, "command"),
+        metavar="CMD",
+        help="a command to run after the training step, as [smoke] command (run without a shell)",
+    )
+
+
 def add_wheelhouse(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--wheelhouse", metavar="DIR", help=help)
 
@@ -335,6 +371,7 @@ def _verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke-device", choices=DEVICES, default="gpu", help="default: gpu")
     parser.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION)
     add_smoke_limits(parser, steps_default=DEFAULT_STEPS)
+    add_smoke_checks(parser, flag="smoke-")  # default: the image's own [smoke] checks
     parser.add_argument(
         "--report", metavar="FILE", help="write {image, device, report, report-digest} here for `promote`"
     )
@@ -617,6 +654,7 @@ def _smoke(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("gpu", "cpu", "auto"), default="gpu", help="default: gpu")
     parser.add_argument("--precision", choices=PRECISIONS, help=f"default: {DEFAULT_PRECISION}")
     add_smoke_limits(parser, steps_default=None)  # None: the program's own default
+    add_smoke_checks(parser, flag="")
     add_json(parser, "the report as JSON")
 
 
