@@ -285,6 +285,9 @@ def build_target(
                 steps=spec.smoke.steps,
                 precision=spec.smoke.precision,
                 timeout=spec.smoke.timeout,
+                # the image carries these (smoke_checks.json); asked for too, so the report must show each
+                imports=spec.smoke.imports or None,
+                command=spec.smoke.command,
             )
             record["smoke"] = verification.report
             record["report_digest"] = report_digest(

@@ -368,6 +368,14 @@ def verify(args: argparse.Namespace) -> int:
         gate.check()
     started = utc_now()
     settings = None
+    if args.from_log and (args.smoke_imports or args.smoke_command):
+        from envbuild.errors import UsageError
+
+        raise UsageError(
+            "--smoke-import and --smoke-command choose the checks of a run, and --from-log judges a run "
+            "that already happened",
+            fix="drop them: the job ran the image's own [smoke] checks, and its report lists each one",
+        )
     if args.from_log:  # the cluster ran it (ci k8s, ci slurm's pyxis jobs): judge its output, run nothing
         from envbuild.runtime.fromlog import verify_from_log
 
@@ -376,7 +384,13 @@ def verify(args: argparse.Namespace) -> int:
         )
     else:
         settings = _smoke_settings(args, labels, unread)
-        result = verify(runtime, args.image, **settings.values())
+        result = verify(
+            runtime,
+            args.image,
+            **settings.values(),
+            imports=tuple(args.smoke_imports) if args.smoke_imports else None,
+            command=args.smoke_command,
+        )
     if args.report:
         save_report(args.report, result)
     if args.record:
@@ -608,7 +622,13 @@ def smoke(args: argparse.Namespace) -> int:
     from envbuild.smoke.run import run_smoke, summary
 
     report, _ = run_smoke(
-        args.framework, device=args.device, steps=args.steps, precision=args.precision, timeout=args.timeout
+        args.framework,
+        device=args.device,
+        steps=args.steps,
+        precision=args.precision,
+        timeout=args.timeout,
+        imports=tuple(args.smoke_imports or ()),
+        command=args.smoke_command,
     )
     sys.stdout.write(json.dumps(report, indent=2) + "\n" if args.json else summary(report))
     return EXIT_OK if report["passed"] else EXIT_FAILURE

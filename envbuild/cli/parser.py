@@ -131,6 +131,42 @@ def add_smoke_limits(parser: argparse.ArgumentParser, *, from_image: bool = Fals
     )
 
 
+def spec_value(check: Callable[[str], str], name: str) -> Callable[[str], str]:
+    """An argparse type: a value by the rule its [smoke] key has in the spec (envbuild.spec.validate).
+    argparse turns the refusal into exit 2 with `argument --FLAG: ...` and what is accepted."""
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
+
+    parse.__name__ = name
+    return parse
+
+
+def add_smoke_checks(parser: argparse.ArgumentParser, *, flag: str) -> None:
+    """The checks a smoke step runs after its training step ([smoke] imports and command): `flag`-import
+    and `flag`-command, each replacing the image's own of its kind (verify) or naming them (smoke)."""
+    from envbuild.spec import validate
+
+    parser.add_argument(
+        f"--{flag}import",
+        dest="smoke_imports",
+        action="append",
+        type=spec_value(validate.smoke_import, "module name"),
+        metavar="MODULE",
+        help="a module to import after the training step, as [smoke] imports (repeatable)",
+    )
+    parser.add_argument(
+        f"--{flag}command",
+        dest="smoke_command",
+        type=spec_value(validate.smoke_command_line, "command"),
+        metavar="CMD",
+        help="a command to run after the training step, as [smoke] command (run without a shell)",
+    )
+
+
 def add_wheelhouse(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--wheelhouse", metavar="DIR", help=help)
 
@@ -344,6 +380,7 @@ def _verify(parser: argparse.ArgumentParser) -> None:
         "--precision", choices=PRECISIONS, help=f"default: the image's label, else {DEFAULT_PRECISION}"
     )
     add_smoke_limits(parser, from_image=True)
+    add_smoke_checks(parser, flag="smoke-")  # default: the image's own [smoke] checks
     parser.add_argument(
         "--report", metavar="FILE", help="write {image, device, report, report-digest} here for `promote`"
     )
@@ -627,6 +664,7 @@ def _smoke(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("gpu", "cpu", "auto"), default="gpu", help="default: gpu")
     parser.add_argument("--precision", choices=PRECISIONS, help=f"default: {DEFAULT_PRECISION}")
     add_smoke_limits(parser)  # --steps None: the program's own default
+    add_smoke_checks(parser, flag="")
     add_json(parser, "the report as JSON")
 
 

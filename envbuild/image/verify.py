@@ -3,9 +3,11 @@
 `verify_image(image, device="gpu")` creates a container from the image (its own non-root USER, no
 network), asks the Engine for every GPU when device is "gpu", runs
 `python /opt/envbuild/smoke.py --device D --steps N --precision P`, reads the JSON report from the
-last line of its stdout and checks it against smoke/schema.json. The container is always removed,
-in a `finally`, on success, failure, timeout and interrupt alike (Ctrl-C, SIGTERM, SIGHUP: the CLI
-turns all three into KeyboardInterrupt), within image.containers.REMOVE_TIMEOUT_S.
+last line of its stdout and checks it against smoke/schema.json. The program runs the image's own
+[smoke] checks after its training step; `imports=` / `command=` replace them for this run. The
+container is always removed, in a `finally`, on success, failure, timeout and interrupt alike (Ctrl-C,
+SIGTERM, SIGHUP: the CLI turns all three into KeyboardInterrupt), within
+image.containers.REMOVE_TIMEOUT_S.
 
 Errors the Engine reports when it cannot give the container a GPU are turned into messages that say
 what to fix (`explain_engine_error`). Nothing here prints: callers print.
@@ -41,7 +43,7 @@ from envbuild.smoke import (
     DEVICES,
     smoke_command,
 )
-from envbuild.smoke.report import gate_problems, parse_report, validate
+from envbuild.smoke.report import gate_problems, parse_report, redact_checks, validate
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
@@ -151,8 +153,13 @@ def verify_image(
     precision: str = DEFAULT_PRECISION,
     timeout: int = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
+    imports: tuple[str, ...] | None = None,
+    command: str | None = None,
 ) -> Verification:
-    """Run the image's smoke program in a throw-away container; the container never outlives the call."""
+    """Run the image's smoke program in a throw-away container; the container never outlives the call.
+
+    imports / command: the checks to run after the training step instead of the image's (None: the
+    image's own [smoke] checks, if it has any)."""
     if device not in DEVICES:
         raise UsageError(f"smoke device {device!r} is not valid", fix="use one of: cpu, gpu")
     import docker
@@ -181,9 +188,8 @@ def verify_image(
                 ) from None
 
     platform, run = _how_it_runs(client, image, device)
-    command = list(smoke_command(device, steps, precision))
     options: dict[str, object] = {
-        "command": command,
+        "command": list(smoke_command(device, steps, precision, imports=imports, command=command)),
         "name": f"envbuild-smoke-{uuid.uuid4().hex[:12]}",
         "network_disabled": True,
         "network_mode": "none",
@@ -248,7 +254,18 @@ def verify_image(
         platform=platform,
         emulated=bool(run is not None and run.emulated),
         runtime="docker",
+        checks=asked_checks(imports, command),
     )
+
+
+def asked_checks(imports: tuple[str, ...] | None, command: str | None) -> tuple[tuple[str, str], ...] | None:
+    """The (kind, name) of each check a run was asked for on its command line, in the order the program
+    runs them; None when it was asked for none, and runs the image's own (which only the image knows).
+    Each kind replaces the image's own of that kind only: --smoke-import alone keeps its command."""
+    if not imports and command is None:
+        return None
+    asked = [("import", name) for name in imports or ()]
+    return (*asked, *((("command", command),) if command is not None else ()))
 
 
 def judge_output(
@@ -262,10 +279,14 @@ def judge_output(
     platform: str | None,
     emulated: bool,
     runtime: str,
+    checks: tuple[tuple[str, str], ...] | None = None,
 ) -> Verification:
     """The Verification of one smoke run's output, whichever runtime ran it (Docker, Apptainer, Enroot,
     Charliecloud): every runtime's report goes through the same schema and the same gates, so promotion
-    cannot tell, and need not care, where the smoke step ran; only the report's `runtime` says."""
+    cannot tell, and need not care, where the smoke step ran; only the report's `runtime` says.
+
+    checks: the (kind, name) of the checks the run was asked for (asked_checks); a passing report must
+    show each of them run. The user's checks print what they like, so their text is redacted here."""
     report = parse_report(stdout)
     if report is None:
         tail = tail_lines(stderr) or tail_lines(stdout)
@@ -284,7 +305,8 @@ def judge_output(
     report["image_platform"] = platform
     report["emulated"] = emulated
     report["runtime"] = runtime
-    doubts = gate_problems(report, device) if report["passed"] else []
+    doubts = gate_problems(report, device, checks=checks) if report["passed"] else []
+    redact_checks(report)  # after the judging: a redacted command is not the command asked for
     if doubts:  # what promotion would refuse: the program said passed, its own numbers do not
         raise VerifyError(
             "the smoke report says it passed, but " + "; ".join(doubts[:5]),

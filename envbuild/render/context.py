@@ -1,5 +1,5 @@
 """Render a build plan into a Docker build context: Dockerfile, requirement files or environment.yml,
-the smoke program with its shared module, .dockerignore and stack.json.
+the smoke program with its shared module (and the spec's smoke checks), .dockerignore and stack.json.
 
 Jinja2 with StrictUndefined: a template that names a value the plan does not have fails loudly
 instead of writing an empty string into a Dockerfile. Output bytes depend only on the plan.
@@ -21,7 +21,7 @@ from envbuild.render.explicit import FILES as CONDA_FILES
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
 from envbuild.resolve.platform_choice import target_platforms
-from envbuild.smoke import program_files
+from envbuild.smoke import CHECKS_FILE, program_files
 from envbuild.spec.lockfile import lock_path
 
 if TYPE_CHECKING:
@@ -102,6 +102,8 @@ def render_files(plan: Plan) -> dict[str, bytes]:
         files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
     encoded = {name: text.encode() for name, text in files.items()}
     encoded.update(program_files(plan.stack.framework.name))  # smoke.py and smoke_common.py
+    if plan.smoke_checks:  # the spec's [smoke] imports and command, beside the program that runs them
+        encoded[CHECKS_FILE] = plan.smoke_checks
     return encoded
 
 
@@ -124,6 +126,7 @@ CONTEXT_NAMES = frozenset(
         "stack.json",
         "smoke.py",
         "smoke_common.py",
+        CHECKS_FILE,
         "wheels",
         "uv",
         "record.json",

@@ -28,6 +28,7 @@ from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
 from envbuild.resolve.spec_query import target_query
+from envbuild.smoke import checks_file
 from envbuild.spec import validate
 from envbuild.spec.lockfile import LockedPackage, LockedTarget, requirement_lines
 from envbuild.spec.model import Spec, Target
@@ -79,6 +80,7 @@ class Plan(Record):
         "cuda_lines",
         "conda_framework_lines",
         "conda_user_lines",
+        "smoke_checks",
     )
     target: str
     platform: str  # canonical (matrix.platforms): what the image is built, locked and verified for
@@ -118,6 +120,9 @@ class Plan(Record):
     # (render.explicit); "" when the lock has none, and then the conda strategy solves at build time
     conda_framework_lines: str
     conda_user_lines: str
+    # smoke_checks.json: the spec's [smoke] imports and command, which the smoke program beside it runs
+    # after the training step (smoke.checks_file); b"" when the spec has none, and then no file is copied
+    smoke_checks: bytes
 
 
 def _resolve_target(
@@ -321,6 +326,9 @@ def build_plan(
         installer=installer_for(spec.image.installer, strategy, buildkit),
         cuda_lines=requirement_lines(cuda_packages, "framework"),
         **_conda_lines(lock, platform, target.name),
+        smoke_checks=checks_file(spec.smoke.imports, spec.smoke.command)
+        if spec.smoke.imports or spec.smoke.command
+        else b"",
     )
 
 

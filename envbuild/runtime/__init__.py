@@ -31,7 +31,7 @@ def runtime_named(name: str):  # -> envbuild.runtime.base.ContainerRuntime (impo
 
 def verify(name: str, image: str, **options):  # -> envbuild.image.verify.Verification
     """`envbuild verify IMAGE --runtime NAME`: the one entry point for every runtime; the options are
-    image.verify.verify_image's (device, steps, precision, timeout, env)."""
+    image.verify.verify_image's (device, steps, precision, timeout, env, imports, command)."""
     if name == "docker":
         from envbuild.image.verify import verify_image
 

@@ -29,6 +29,7 @@ from envbuild.errors import VerifyError
 from envbuild.image.platforms import host_platform
 from envbuild.image.verify import (
     Verification,
+    asked_checks,
     check_runnable,
     judge_output,
     smoke_timed_out,
@@ -55,8 +56,11 @@ def verify_with(
     precision: str = DEFAULT_PRECISION,
     timeout: int = DEFAULT_TIMEOUT_S,
     env: dict[str, str] | None = None,
+    imports: tuple[str, ...] | None = None,
+    command: str | None = None,
 ) -> Verification:
-    """Run the image's smoke program with `runtime`; nothing it unpacked outlives the call."""
+    """Run the image's smoke program with `runtime`; nothing it unpacked outlives the call. imports /
+    command: the checks to run instead of the image's own (image.verify.verify_image)."""
     if shutil.which(runtime.binary) is None:
         raise VerifyError(
             f"--runtime {runtime.name} needs `{runtime.binary}` on PATH, and this host has none",
@@ -71,7 +75,7 @@ def verify_with(
         image_id=image_id,
         platform=platform,
         device=device,
-        argv=smoke_command(device, steps, precision),
+        argv=smoke_command(device, steps, precision, imports=imports, command=command),
         env=dict(env or {}),
         user=found.user,
         workdir=workdir,
@@ -117,6 +121,7 @@ def verify_with(
         platform=platform,
         emulated=bool(run_how is not None and run_how.emulated),
         runtime=runtime.name,
+        checks=asked_checks(imports, command),
     )
 
 

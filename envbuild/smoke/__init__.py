@@ -5,21 +5,33 @@ The programs live in `programs/` and use only the standard library and their fra
 it under its own name. `program_files()` gives both, read unchanged from this package.
 
 The smoke defaults (steps, precision, timeout) and the precisions are defined once, in smoke_common.py,
-and exported from here for the rest of envbuild.
+and exported from here for the rest of envbuild; so are the rules of the user's own checks ([smoke]
+imports and command), which the spec applies when it reads them and the program again when it runs them.
+
+An image whose spec has checks carries them as CHECKS_FILE beside the program (`checks_file`), so every
+way a smoke step runs (verify on any runtime, a Kubernetes Job, a pyxis job, Apptainer's %test) runs
+them without being told; `smoke_command(..., imports=, command=)` replaces them for one run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 from envbuild.smoke.programs.smoke_common import (
+    CHECKS_FILE,
     DEFAULT_PRECISION,
     DEFAULT_STEPS,
     DEFAULT_TIMEOUT_S,
+    MAX_COMMAND_CHARS,
+    MAX_IMPORTS,
     PRECISIONS,
+    command_problem,
+    module_problem,
 )
 
 __all__ = [
+    "CHECKS_FILE",
     "COMMON_FILE",
     "DEFAULT_PRECISION",
     "DEFAULT_STEPS",
@@ -27,10 +39,15 @@ __all__ = [
     "DEVICES",
     "FRAMEWORKS",
     "IMAGE_PROGRAM",
+    "MAX_COMMAND_CHARS",
+    "MAX_IMPORTS",
     "PRECISIONS",
     "PROGRAMS_DIR",
     "STEPS_RANGE",
     "TIMEOUT_RANGE_S",
+    "checks_file",
+    "command_problem",
+    "module_problem",
     "program_files",
     "smoke_command",
 ]
@@ -54,9 +71,31 @@ def _read(name: str) -> bytes:
         return handle.read()
 
 
-def smoke_command(device: str, steps: int, precision: str) -> tuple[str, ...]:
-    """The smoke step's command line inside an image: one definition for every way envbuild runs it."""
-    return ("python", IMAGE_PROGRAM, "--device", device, "--steps", str(steps), "--precision", precision)
+def smoke_command(
+    device: str,
+    steps: int,
+    precision: str,
+    *,
+    imports: tuple[str, ...] | None = None,
+    command: str | None = None,
+) -> tuple[str, ...]:
+    """The smoke step's command line inside an image: one definition for every way envbuild runs it.
+
+    imports / command: the checks to run after the training step instead of the image's own (None: the
+    image's CHECKS_FILE, if it has one). An argv, never a shell line: the command is one word of it.
+    """
+    argv = ("python", IMAGE_PROGRAM, "--device", device, "--steps", str(steps), "--precision", precision)
+    for name in imports or ():
+        argv += ("--import", name)
+    if command is not None:
+        argv += ("--command=" + command,)  # one word, even for a command that begins with "-"
+    return argv
+
+
+def checks_file(imports: tuple[str, ...], command: str | None) -> bytes:
+    """CHECKS_FILE's bytes for an image with these checks ([smoke] imports and command, validated)."""
+    document = {"imports": list(imports), "command": command}
+    return (json.dumps(document, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def program_files(framework: str) -> dict[str, bytes]:

@@ -7,6 +7,10 @@ tests check the same reports with the jsonschema package too.
 `gate_problems` re-judges a report that says it passed, with the smoke programs' own rules (the loss
 rule is their function, imported): verify applies it to what a container printed, and promotion to a
 report file, so a report cannot say "passed" while its own numbers say otherwise.
+
+`redact_checks` passes the text of the user's own checks (their output, their failures) through
+envbuild's one redaction: a self-test may print a token from its environment, and the report reaches
+CI logs, record.json and the promoted image's attestations.
 """
 
 from __future__ import annotations
@@ -16,7 +20,15 @@ import os
 import re
 
 from envbuild._util.record import TYPE_CHECKING
-from envbuild.smoke.programs.smoke_common import GATES, GPU_GATES, LOSSES_KEPT, PRECISIONS, loss_problem
+from envbuild._util.redact import redact
+from envbuild.smoke.programs.smoke_common import (
+    CHECKS_GATE,
+    GATES,
+    GPU_GATES,
+    LOSSES_KEPT,
+    PRECISIONS,
+    loss_problem,
+)
 
 if TYPE_CHECKING:
     from typing import Any
@@ -85,18 +97,24 @@ def validate(report: Any, schema: dict[str, Any] | None = None) -> list[str]:
     return errors
 
 
-# the gates every passing run passes; the others (GPU_GATES) may be skipped, with a reason
-ALWAYS_PASSED = tuple(gate for gate in GATES if gate not in GPU_GATES)
+# the gates every passing run passes; the others (GPU_GATES, and checks when none are configured) may be
+# skipped, with a reason
+ALWAYS_PASSED = tuple(gate for gate in GATES if gate not in (*GPU_GATES, CHECKS_GATE))
 
 
-def gate_problems(report: dict[str, Any], device: str) -> list[str]:
+def gate_problems(
+    report: dict[str, Any], device: str, *, checks: tuple[tuple[str, str], ...] | None = None
+) -> list[str]:
     """Why `report`, schema-valid, does not show a smoke step that passed on `device`; [] when it does.
 
     The checks the smoke program made, re-made from what the report carries: no gate failed and the
     gates a passing run always passes did pass; the losses are finite, one per step (the program keeps
     the first and last LOSSES_KEPT / 2 of longer runs) and the loss after training is below the first;
-    a known precision; the device asked for is `device`, and a GPU run used a GPU. The losses in a
-    report are rounded to 6 significant digits, as the program prints them.
+    a known precision; the device asked for is `device`, and a GPU run used a GPU; every check the
+    report lists passed, and the checks gate passed exactly when some ran. `checks`: the (kind, name) of
+    the checks the run was asked for, when the caller knows them (verify with --smoke-import or
+    --smoke-command): the report's checks of each kind asked for must be those, in order. The losses
+    in a report are rounded to 6 significant digits, as the program prints them.
     """
     problems: list[str] = []
     if report.get("passed") is not True or report.get("failed"):
@@ -128,7 +146,46 @@ def gate_problems(report: dict[str, Any], device: str) -> list[str]:
         kinds = [d.get("kind") for d in report.get("devices") or [] if isinstance(d, dict)]
         if report.get("device_used") in (None, "cpu") or "gpu" not in kinds:
             problems.append(f"report.device_used: {report.get('device_used')!r}; a GPU smoke step uses a GPU")
+    problems += check_problems(report, checks)
     return problems
+
+
+def check_problems(report: dict[str, Any], asked: tuple[tuple[str, str], ...] | None) -> list[str]:
+    """gate_problems' part for the user's checks (the `checks` list and gate of a passing report)."""
+    entries = [entry for entry in report.get("checks") or [] if isinstance(entry, dict)]
+    state = (report.get("gates") or {}).get(CHECKS_GATE)
+    problems = [
+        f"report.checks: {entry.get('kind')} {entry.get('name')!r} did not pass"
+        for entry in entries
+        if entry.get("passed") is not True
+    ]
+    if entries and state != "passed":
+        problems.append(f"report.gates.{CHECKS_GATE}: {state!r}, but {len(entries)} check(s) ran")
+    if state == "passed" and not entries:
+        problems.append(f"report.gates.{CHECKS_GATE}: passed, but no check ran")
+    for kind in dict.fromkeys(kind for kind, _ in asked or ()):  # each kind asked for replaced the image's
+        ran = [entry.get("name") for entry in entries if entry.get("kind") == kind]
+        wanted = [name for named, name in asked or () if named == kind]
+        if ran != wanted:
+            problems.append(
+                f"report.checks: the {kind} checks that ran are {ran}, and the run asked for {wanted}"
+            )
+    return problems
+
+
+def redact_checks(report: dict[str, Any]) -> None:
+    """The user's checks' text in `report` (their entries, and the failures of the checks gate), redacted
+    in place: what a check printed is the only text in a report that no envbuild program wrote."""
+    for entry in report.get("checks") or []:
+        if isinstance(entry, dict):
+            for key in ("name", "output"):
+                if isinstance(entry.get(key), str):
+                    entry[key] = redact(entry[key])
+    for failure in report.get("failed") or []:
+        if isinstance(failure, dict) and failure.get("gate") == CHECKS_GATE:
+            for key in ("detail", "hint"):
+                if isinstance(failure.get(key), str):
+                    failure[key] = redact(failure[key])
 
 
 def parse_report(stdout: str) -> dict[str, Any] | None:

@@ -1,7 +1,9 @@
 """`envbuild smoke`: run a framework's smoke program on this host, outside any container.
 
 The same program files that go into images, run with this interpreter: useful on a GPU login
-node before building anything, and how the tests exercise the programs on CPU.
+node before building anything, and how the tests exercise the programs on CPU. The user's checks
+(--import, --command) run after the training step as they do in an image, in the program's scratch
+directory, so a check must not depend on the directory it starts in.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import tempfile
 
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.smoke import DEFAULT_TIMEOUT_S, FRAMEWORKS, program_files
-from envbuild.smoke.report import parse_report, validate
+from envbuild.smoke.report import parse_report, redact_checks, validate
 
 
 def detect_framework() -> str:
@@ -36,6 +38,8 @@ def run_smoke(
     precision: str | None = None,
     timeout: int = DEFAULT_TIMEOUT_S,
     python: str | None = None,
+    imports: tuple[str, ...] = (),
+    command: str | None = None,
 ) -> tuple[dict, int]:
     framework = framework or detect_framework()
     if framework not in FRAMEWORKS:
@@ -47,6 +51,9 @@ def run_smoke(
         argv += ["--steps", str(steps)]
     if precision is not None:
         argv += ["--precision", precision]
+    argv += [f"--import={name}" for name in imports]
+    if command is not None:
+        argv += [f"--command={command}"]
     with tempfile.TemporaryDirectory(prefix="envbuild-smoke-") as workdir:
         for name, data in program_files(framework).items():
             with open(os.path.join(workdir, name), "wb") as handle:
@@ -79,6 +86,7 @@ def run_smoke(
         raise EnvbuildError(
             "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5])
         )
+    redact_checks(report)
     return report, done.returncode
 
 
@@ -100,6 +108,10 @@ def summary(report: dict) -> str:
                 else ""
             )
         )
+    for check in report.get("checks") or []:
+        version = f" {check['version']}" if check.get("version") else ""
+        verdict = "passed" if check["passed"] else "FAILED"
+        lines.append(f"  check {check['kind']} {check['name']}{version}: {verdict} ({check['seconds']}s)")
     for failure in report["failed"]:
         lines.append(f"  FAILED {failure['gate']}: {failure['detail']}")
         lines.append(f"    hint: {failure['hint']}")

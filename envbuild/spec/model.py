@@ -21,6 +21,7 @@ from envbuild.smoke import (
     DEFAULT_STEPS,
     DEFAULT_TIMEOUT_S,
     DEVICES,
+    MAX_IMPORTS,
     PRECISIONS,
     STEPS_RANGE,
     TIMEOUT_RANGE_S,
@@ -140,7 +141,7 @@ TABLE_KEYS = {
         "framework-index-url",
     ),
     "image": ("repository", "tags", "user", "labels", "env", "devel", "installer"),
-    "smoke": tuple(setting.key for setting in SMOKE_SETTINGS),
+    "smoke": (*(setting.key for setting in SMOKE_SETTINGS), "imports", "command"),
     "target": ("name", *STACK_KEYS),
 }
 
@@ -208,11 +209,15 @@ class ImageSpec(Record):
 
 
 class SmokeSpec(Record):
-    __slots__ = ("device", "steps", "precision", "timeout")
+    __slots__ = ("device", "steps", "precision", "timeout", "imports", "command")
     device: str
     steps: int
     precision: str
     timeout: int
+    # the user's own checks, run in the image after the training step (smoke_common.run_checks): modules
+    # to import, and one command line (run without a shell); the image carries them (smoke.checks_file)
+    imports: tuple[str, ...]
+    command: str | None
 
 
 class Target(Record):
@@ -330,6 +335,7 @@ class _Reader:
         check: Callable[[str], str] | None = None,
         choices: tuple[str, ...] | None = None,
         required: bool = False,
+        fix: str | None = None,
     ) -> str | None:
         if key not in table:
             if required:
@@ -345,28 +351,37 @@ class _Reader:
         try:  # a check owns its field's rules (a pip marker may hold ';'); the rest get the common ones
             return check(value) if check else validate.reject_metacharacters(value)
         except ValueError as exc:
-            raise self.fail(where, key, value, str(exc)) from None
+            raise self.fail(where, key, value, str(exc), fix=fix) from None
 
     def strings(
-        self, where: str, table: dict[str, Any], key: str, check: Callable[[str], str] | None = None
+        self,
+        where: str,
+        table: dict[str, Any],
+        key: str,
+        check: Callable[[str], str] | None = None,
+        *,
+        fix: str | None = None,
+        most: int | None = None,
     ) -> tuple[str, ...]:
         value = table.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            fix = None
+            hint = fix
             if isinstance(value, list) and all(
                 isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
             ):
                 quoted = ", ".join(
                     f'"{v}"' if isinstance(v, str) else f'"{self.literal_in_list(key, v)}"' for v in value
                 )
-                fix = f"use {key} = [{quoted}] (each item quoted)"
-            raise self.fail(where, key, value, "expected a list of strings", fix=fix)
+                hint = f"use {key} = [{quoted}] (each item quoted)"
+            raise self.fail(where, key, value, "expected a list of strings", fix=hint)
+        if most is not None and len(value) > most:
+            raise self.fail(where, key, value, f"lists {len(value)} items, and at most {most} are accepted")
         cleaned = []
         for index, item in enumerate(value):
             try:
                 cleaned.append(check(item) if check else validate.reject_metacharacters(item))
             except ValueError as exc:
-                raise self.fail(where, f"{key}[{index}]", item, str(exc)) from None
+                raise self.fail(where, f"{key}[{index}]", item, str(exc), fix=fix) from None
         return tuple(cleaned)
 
     def literal_in_list(self, key: str, value: float) -> str:
@@ -595,7 +610,19 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
                 lambda setting=setting: setting.read(reader, "[smoke]", smoke_table), setting.default
             )
             for setting in SMOKE_SETTINGS
-        }
+        },
+        imports=reader.attempt(lambda: smoke_imports(reader, smoke_table), ()),
+        command=reader.attempt(
+            lambda: reader.text(
+                "[smoke]",
+                smoke_table,
+                "command",
+                check=validate.smoke_command_line,
+                fix="quote what a shell would act on in single quotes, e.g. command = \"bash -c 'pytest -q "
+                "tests/gpu && echo ok'\", or put the steps in a script in the image and run that",
+            ),
+            None,
+        ),
     )
 
     targets_raw = data.get("target", [])
@@ -657,6 +684,19 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         image=image,
         smoke=smoke,
     )
+
+
+def smoke_imports(reader: _Reader, table: dict[str, Any]) -> tuple[str, ...]:
+    """[smoke] imports: module names, each once, at most MAX_IMPORTS."""
+    where = "[smoke]"
+    fix = 'list the modules as you import them, e.g. imports = ["transformers", "datasets"]'
+    names = reader.strings(where, table, "imports", validate.smoke_import, fix=fix, most=MAX_IMPORTS)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise reader.fail(
+            where, "imports", list(names), f"names {twice[0]!r} twice", fix="list each module once"
+        )
+    return names
 
 
 def strategy_problems(

@@ -44,6 +44,8 @@ device = "gpu"                 # gpu | cpu (CPU-only CI; such images are never p
 steps = 20
 precision = "bf16"             # fp32 | fp16 | bf16
 timeout = 600                  # seconds
+# imports = ["transformers"]   # your checks, run in the image after the training steps
+# command = "python -m myproject.selftest"   # (one command, no shell: docs/smoke-checks.md)
 
 # One spec, several images: each [[target]] overrides [stack] keys.
 # [[target]]

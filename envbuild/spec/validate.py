@@ -224,6 +224,36 @@ def user_name(value: str) -> str:
     return value
 
 
+def smoke_import(value: str) -> str:
+    """A module `[smoke] imports` names: what `import` takes, by the smoke program's own rule."""
+    from envbuild.smoke import module_problem
+
+    reject_unsafe_text(value)
+    problem = module_problem(value)
+    if problem is None:
+        return value
+    if "-" in value and module_problem(value.replace("-", "_")) is None:
+        problem += " (a pip name? a module's name can differ from its package's)"
+    raise ValueError(
+        f"{problem}; accepted: the name you import, e.g. 'sklearn' for scikit-learn, 'yaml' for PyYAML"
+    )
+
+
+def smoke_command_line(value: str) -> str:
+    """`[smoke] command`: one line, split into words like a POSIX shell splits them and run without a
+    shell, so it must hold nothing a shell would act on outside single quotes (the smoke program's rule:
+    it means the same run either way)."""
+    from envbuild.smoke import command_problem
+
+    reject_unsafe_text(value)
+    problem = command_problem(value)[1]
+    if problem is None:
+        return value
+    raise ValueError(
+        f"{problem}; accepted: one command and its arguments, e.g. 'python -m myproject.selftest'"
+    )
+
+
 def target_name(value: str) -> str:
     reject_metacharacters(value)
     if not _NAME_RE.fullmatch(value):

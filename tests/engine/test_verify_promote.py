@@ -112,6 +112,36 @@ def test_a_failing_smoke_is_not_passed(torch_image: str) -> None:
     assert [failure["gate"] for failure in report["failed"]] == ["training"]
 
 
+def test_the_users_checks_run_in_the_smoke_container_and_a_failed_one_fails_verify(
+    torch_image: str, tmp_path: Path
+) -> None:
+    """[smoke] imports and command (issue 32), asked for on verify's command line: they run in the smoke
+    container after the training step, as the image's own non-root user, and a failed one fails verify
+    and is in the --report file that promote would read."""
+    not_root = "python -c 'import os, sys, six; sys.exit(os.getuid() == 0)'"
+    verification = verify_image(
+        torch_image, device="cpu", steps=2, timeout=300, imports=("six", "json"), command=not_root
+    )
+    report = verification.report
+    assert verification.passed is True, report["failed"]
+    assert report["gates"]["training"] == "passed" and report["gates"]["checks"] == "passed"
+    assert [(c["kind"], c["name"], c["passed"]) for c in report["checks"]] == [
+        ("import", "six", True),
+        ("import", "json", True),
+        ("command", not_root, True),
+    ]
+    assert report["checks"][0]["version"] == "1.16.0"  # TORCH_SPEC's pin, as the image has it
+
+    path = tmp_path / "smoke.json"
+    argv = ["verify", torch_image, "--smoke-device", "cpu", "--steps", "2", "--report", str(path)]
+    assert main([*argv, "--smoke-import", "envbuild_no_such_module"]) == 1
+    saved = json.loads(path.read_text())["report"]
+    assert saved["passed"] is False and saved["gates"]["checks"] == "failed"
+    assert [(c["name"], c["passed"]) for c in saved["checks"]] == [("envbuild_no_such_module", False)]
+    assert "No module named 'envbuild_no_such_module'" in saved["failed"][0]["detail"]
+    assert smoke_containers() == []
+
+
 @pytest.fixture
 def promoted_cleanup(passed_report: dict):
     """Removes the tags a test lists, then any image labelled with this report's digest."""

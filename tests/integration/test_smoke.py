@@ -60,6 +60,7 @@ def test_cpu_run_passes_every_cpu_gate(capsys: pytest.CaptureFixture[str], frame
         assert report["gates"][gate] == "passed", gate
     for gate in GPU_GATES:
         assert report["gates"][gate] == "skipped: cpu", gate  # never reported as passed
+    assert report["gates"]["checks"] == "skipped: none configured" and report["checks"] == []
     assert report["loss_decreased"] is True and report["losses"][0] > report["loss_last"]
     assert report["throughput_samples_per_s"] > 0
 
@@ -187,7 +188,7 @@ def test_smoke_defaults_are_defined_once(monkeypatch: pytest.MonkeyPatch) -> Non
     assert inspect.signature(run_smoke).parameters["timeout"].default == common.DEFAULT_TIMEOUT_S
     for name in ("ENVBUILD_SMOKE_DEVICE", "ENVBUILD_SMOKE_STEPS", "ENVBUILD_SMOKE_PRECISION"):
         monkeypatch.delenv(name, raising=False)
-    assert common.parse_args([], "torch") == ("auto", common.DEFAULT_STEPS, common.DEFAULT_PRECISION)
+    assert common.parse_args([], "torch")[:3] == ("auto", common.DEFAULT_STEPS, common.DEFAULT_PRECISION)
 
 
 # --- the GPU gates, through the functions the programs call
@@ -385,8 +386,11 @@ def test_shared_run_on_two_gpus_and_a_failing_step(
 def test_shared_run_without_a_gpu(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, report = run_pretend(capsys, monkeypatch, PretendProgram(gpus=0), "--device", "gpu")
+    code, report = run_pretend(
+        capsys, monkeypatch, PretendProgram(gpus=0), "--device", "gpu", "--import", "json"
+    )
     assert code == 1 and report["gates"]["device"] == "failed"
+    assert report["gates"]["checks"] == "skipped: not reached" and report["checks"] == []
     assert "the pretend framework sees none" in report["failed"][0]["detail"]
 
     program = PretendProgram(gpus=1)
@@ -394,6 +398,120 @@ def test_shared_run_without_a_gpu(
     assert code == 0 and program.calls == [("train", "cpu", common.DEFAULT_STEPS, "bf16")]
     assert report["notes"] == ["fp16 is a GPU precision: ran bf16 on the CPU instead"]
     assert all(report["gates"][gate] == "skipped: cpu" for gate in GPU_GATES)
+
+
+# --- the user's checks ([smoke] imports and command), run for real after the training step (issue 32)
+
+DEVICE_CHECK = (  # exits 0 only where the checks see the smoke step's device: a CPU step's, no GPU
+    "python -c \"import os, sys; sys.exit(os.environ['ENVBUILD_SMOKE_DEVICE'] != 'cpu' or "
+    "os.environ['CUDA_VISIBLE_DEVICES'] != '')\""
+)
+
+
+def test_checks_run_after_the_training_step_and_a_missing_module_fails_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, report = smoke(
+        capsys,
+        *("--framework", "torch", "--device", "cpu", "--steps", "3"),
+        *("--import", "json", "--import", "envbuild_no_such_module", "--command", DEVICE_CHECK),
+    )
+    assert code == 1
+    assert_valid(report)
+    assert report["gates"]["training"] == "passed" and report["gates"]["checks"] == "failed"
+    json_check, missing, command = report["checks"]
+    assert (json_check["kind"], json_check["name"], json_check["passed"]) == ("import", "json", True)
+    assert json_check["output"] is None and json_check["seconds"] >= 0
+    assert (missing["name"], missing["passed"], missing["exit_code"]) == ("envbuild_no_such_module", False, 1)
+    assert "No module named 'envbuild_no_such_module'" in missing["output"].splitlines()[-1]
+    assert (command["kind"], command["passed"], command["exit_code"]) == ("command", True, 0)
+    assert [failure["gate"] for failure in report["failed"]] == ["checks"]  # the import, only
+    assert "import envbuild_no_such_module failed (exit 1)" in report["failed"][0]["detail"]
+    assert "[packages] pip" in report["failed"][0]["hint"]
+    assert report["timings_s"]["checks"] >= 0
+
+
+def test_a_failing_command_fails_the_checks_with_its_last_lines_redacted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    selftest = (
+        'python -c \'import sys; [print("selftest line", n) for n in range(50)]; '
+        'print("Authorization: Bearer sekret-token-123"); sys.exit(3)\''
+    )
+    code, report = smoke(
+        capsys, "--framework", "torch", "--device", "cpu", "--steps", "2", "--command", selftest
+    )
+    assert code == 1
+    assert_valid(report)
+    (command,) = report["checks"]
+    assert (command["passed"], command["exit_code"]) == (False, 3)
+    assert command["name"] == selftest.replace(
+        "Bearer sekret-token-123", "***"
+    )  # the command is redacted too
+    lines = command["output"].splitlines()
+    assert len(lines) == common.CHECK_OUTPUT_LINES and lines[0] == "selftest line 31"
+    assert lines[-1] == "Authorization: ***" and "sekret" not in json.dumps(report)
+    assert report["failed"][0]["detail"].endswith("failed (exit 3): Authorization: ***")
+
+
+def test_the_image_checks_file_is_run_and_each_flag_replaces_its_kind(tmp_path: Path) -> None:
+    """An image carries its [smoke] checks beside the program; --import replaces the imports only."""
+    from envbuild.smoke import CHECKS_FILE, checks_file
+
+    files = {**program_files("torch"), CHECKS_FILE: checks_file(("json",), "python -c 'print(1)'")}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    argv = [sys.executable, str(tmp_path / "smoke.py"), "--device", "cpu", "--steps", "2"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 0, report["failed"]
+    assert [(c["kind"], c["name"]) for c in report["checks"]] == [
+        ("import", "json"),
+        ("command", "python -c 'print(1)'"),
+    ]
+    done = subprocess.run(
+        [*argv, "--import", "envbuild_no_such_module"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert done.returncode == 1
+    assert [(c["kind"], c["name"], c["passed"]) for c in report["checks"]] == [
+        ("import", "envbuild_no_such_module", False),
+        ("command", "python -c 'print(1)'", True),  # the image's command still runs
+    ]
+
+
+def test_checks_that_cannot_run_or_crash_are_reported_not_lost(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each check runs in its own process: a segfault or a missing program is the check's failure, and the
+    report still comes out. On a GPU the checks see it: no CUDA_VISIBLE_DEVICES is forced on them."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    crash = "python -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'"
+    code, report = run_pretend(
+        capsys, monkeypatch, PretendProgram(gpus=1), "--device", "gpu", "--command", crash
+    )
+    assert code == 1 and report["checks"][0]["exit_code"] == -11
+    assert report["failed"][0]["detail"].startswith(f"command `{crash}` failed (killed by SIGSEGV): ")
+
+    code, report = run_pretend(
+        capsys, monkeypatch, PretendProgram(gpus=1), "--command", "envbuild-no-such-program --check"
+    )
+    assert code == 1 and report["checks"][0]["exit_code"] is None
+    assert "cannot run envbuild-no-such-program: No such file or directory" in report["failed"][0]["detail"]
+    assert "full path" in report["failed"][0]["hint"]
+
+    on_gpu = (
+        'python -c "import os, sys; '
+        "sys.exit(os.environ['ENVBUILD_SMOKE_DEVICE'] != 'gpu' or 'CUDA_VISIBLE_DEVICES' in os.environ)\""
+    )
+    code, report = run_pretend(
+        capsys, monkeypatch, PretendProgram(gpus=1), "--device", "gpu", "--command", on_gpu
+    )
+    assert code == 0 and report["gates"]["checks"] == "passed", report["failed"]
 
 
 # --- the schema

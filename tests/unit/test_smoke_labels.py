@@ -58,7 +58,8 @@ def test_every_smoke_setting_is_a_label_of_the_rendered_image(tmp_path: Path, ma
         "precision": "bf16",
         "timeout": "99",
     }
-    assert set(TABLE_KEYS["smoke"]) == {setting.key for setting in SMOKE_SETTINGS}  # one list
+    # one list; the user's checks (imports, command) travel in the image's smoke_checks.json instead
+    assert set(TABLE_KEYS["smoke"]) == {setting.key for setting in SMOKE_SETTINGS} | {"imports", "command"}
 
 
 def test_an_image_smokes_with_what_its_spec_said_when_no_flag_is_given(tmp_path: Path) -> None:
@@ -125,7 +126,7 @@ def test_a_label_the_spec_would_refuse_is_the_default_with_a_warning_naming_it(
 def load_default_smoke():
     from envbuild.spec.model import SmokeSpec
 
-    return SmokeSpec(device="gpu", steps=5, precision="fp16", timeout=60)
+    return SmokeSpec(device="gpu", steps=5, precision="fp16", timeout=60, imports=(), command=None)
 
 
 def test_a_label_that_is_no_text_or_very_long_is_refused_and_quoted_short() -> None:

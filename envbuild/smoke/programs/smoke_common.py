@@ -32,6 +32,7 @@ GATES = (
     "precision",
     "memory",
     "multi_gpu",
+    "checks",
 )
 GPU_GATES = ("driver", "arch", "memory", "multi_gpu")
 DEVICES = ("auto", "gpu", "cpu")
@@ -45,8 +46,9 @@ PRECISION_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bflo
 MAX_STEPS = 100_000
 LOSSES_KEPT = 100
 USAGE_HINT = (
-    "usage: smoke.py [--device auto|gpu|cpu] [--steps N>=1] [--precision fp32|fp16|bf16], "
-    "or ENVBUILD_SMOKE_DEVICE / ENVBUILD_SMOKE_STEPS / ENVBUILD_SMOKE_PRECISION"
+    "usage: smoke.py [--device auto|gpu|cpu] [--steps N>=1] [--precision fp32|fp16|bf16] "
+    "[--import MODULE ...] [--command CMD], or ENVBUILD_SMOKE_DEVICE / ENVBUILD_SMOKE_STEPS / "
+    "ENVBUILD_SMOKE_PRECISION"
 )
 OVERFLOW_HINT = (
     "fp16 gradients overflowed and the loss scaler skipped the updates: "
@@ -54,6 +56,16 @@ OVERFLOW_HINT = (
 )
 NO_GPU_HINT = "no GPU visible: check nvidia-smi, run with --gpus all, and that the framework build has CUDA"
 BUG_HINT = "a bug in the smoke program: report it to envbuild"
+# The user's own checks ([smoke] imports and command), run after the training step in the same run. The
+# limits are the spec's too (envbuild.spec.validate uses the rules below): a list or a line longer than
+# these is a mistake, not a check.
+CHECKS_GATE = "checks"  # the one gate that may be skipped on a GPU and a CPU alike: none configured
+CHECKS_FILE = "smoke_checks.json"  # beside this file in an image that has checks: {"imports", "command"}
+MAX_IMPORTS = 64
+MAX_MODULE_CHARS = 200
+MAX_COMMAND_CHARS = 1000
+CHECK_OUTPUT_LINES = 20  # what a failed check's report entry keeps of its output: the last lines,
+CHECK_OUTPUT_CHARS = 2000  # and of those at most the last this many characters
 
 
 class _ArgumentError(Exception):
@@ -71,7 +83,11 @@ def _env_default(name, fallback):
 
 
 def parse_args(argv, framework):
-    """Return (device, steps, precision) or raise _ArgumentError with a one-line reason."""
+    """Return (device, steps, precision, checks) or raise _ArgumentError with a one-line reason.
+
+    checks: {"imports": [...], "command": text or None, "argv": its words or None}, from --import and
+    --command, each of which replaces what CHECKS_FILE beside this file says (an image's [smoke] checks).
+    """
     parser = _Parser(prog="smoke.py", description=f"envbuild smoke training step ({framework}).")
     parser.add_argument(
         "--device",
@@ -88,6 +104,18 @@ def parse_args(argv, framework):
         default=_env_default("ENVBUILD_SMOKE_PRECISION", DEFAULT_PRECISION),
         help="fp32, fp16 or bf16",
     )
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        help="a module to import after the training step (repeatable; default: the image's [smoke] imports)",
+    )
+    parser.add_argument(
+        "--command",
+        help="a command to run after the training step, without a shell (default: the image's [smoke] "
+        "command)",
+    )
     args = parser.parse_args(argv)
     device = str(args.device).strip().lower()
     device = DEVICE_ALIASES.get(device, device)
@@ -103,7 +131,128 @@ def parse_args(argv, framework):
         raise _ArgumentError(f"--steps {args.steps!r} is not an integer") from None
     if not 1 <= steps <= MAX_STEPS:
         raise _ArgumentError(f"--steps {steps} is outside 1..{MAX_STEPS}")
-    return device, steps, precision
+    imports, command = read_checks_file(
+        os.path.join(os.path.dirname(os.path.realpath(__file__)), CHECKS_FILE)
+    )
+    if args.imports is not None:
+        imports = args.imports
+    if args.command is not None:
+        command = args.command
+    return device, steps, precision, checked_checks(imports, command)
+
+
+# --- the user's checks: their rules (the spec's too), and running them
+
+
+def module_problem(name):
+    """Why `name` is not a module `import` takes (dotted ASCII identifiers, no keyword), or None."""
+    import keyword
+    import re
+
+    if not isinstance(name, str) or not name:
+        return "is not a module name"
+    if len(name) > MAX_MODULE_CHARS:
+        return f"is longer than {MAX_MODULE_CHARS} characters"
+    parts = name.split(".")
+    if not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", part) for part in parts):
+        return "is not a Python module name (dotted identifiers: ASCII letters, digits and _)"
+    keywords = [part for part in parts if keyword.iskeyword(part)]
+    if keywords:
+        return f"is not a Python module name ({keywords[0]!r} is a keyword)"
+    return None
+
+
+# What a POSIX shell would act on, by where it stands: the command runs without a shell, so each of these
+# must be inside single quotes (where a shell takes them literally too), or the command would mean one
+# thing here and another typed at a prompt.
+_SHELL_OUTSIDE_QUOTES = set(";&|<>()$`\\*?[]{}")
+_SHELL_IN_DOUBLE_QUOTES = set("$`\\")
+
+
+def _shell_character(command):
+    """(the first thing a shell would interpret, `&&` or `$` say, and the quoting it stands in), or None."""
+    quote = None
+    word_start = True
+    for index, char in enumerate(command):
+        if quote == "'":
+            if char == "'":
+                quote = None
+            continue
+        if quote == '"':
+            if char == '"':
+                quote = None
+            elif char in _SHELL_IN_DOUBLE_QUOTES:
+                return char, "inside double quotes"
+            continue
+        if char in "'\"":
+            quote = char
+        elif char in _SHELL_OUTSIDE_QUOTES or (word_start and char in "~#"):
+            operator = char
+            for following in command[index + 1 :]:
+                if char not in "&|<>;" or following not in "&|<>;":
+                    break
+                operator += following
+            return operator, "outside quotes"
+        word_start = char == " "
+    return None
+
+
+def command_problem(command):
+    """(its words, None) when `command` is one a smoke step runs, else (None, why not)."""
+    import shlex
+
+    if not isinstance(command, str) or not command.strip():
+        return None, "is empty"
+    if len(command) > MAX_COMMAND_CHARS:
+        return None, f"is longer than {MAX_COMMAND_CHARS} characters"
+    if not command.isprintable():  # a newline, a tab, a NUL, any other control or separator but " "
+        return None, "contains a character that is not printable (a newline, a tab, a NUL); write one line"
+    found = _shell_character(command)
+    if found is not None:
+        char, where = found
+        return None, f"has {char!r} {where}: a shell would act on it, and the command runs without one"
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        return None, f"cannot be split into words ({exc})"
+    if not words:
+        return None, "is empty"
+    return words, None
+
+
+def checked_checks(imports, command):
+    """The checks of `imports` and `command`, or an _ArgumentError naming the first bad one."""
+    if not isinstance(imports, (list, tuple)):
+        raise _ArgumentError("the imports must be a list of module names")
+    if len(imports) > MAX_IMPORTS:
+        raise _ArgumentError(f"{len(imports)} imports: at most {MAX_IMPORTS}")
+    for name in imports:
+        problem = module_problem(name)
+        if problem:
+            raise _ArgumentError(f"import {name!r} {problem}")
+    if len(set(imports)) != len(imports):
+        twice = sorted({name for name in imports if imports.count(name) > 1})
+        raise _ArgumentError(f"import {twice[0]!r} is named twice")
+    words = None
+    if command is not None:
+        words, problem = command_problem(command)
+        if problem:
+            raise _ArgumentError(f"command {command!r} {problem}")
+    return {"imports": list(imports), "command": command, "argv": words}
+
+
+def read_checks_file(path):
+    """(imports, command) that CHECKS_FILE at `path` asks for; ([], None) when there is none."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        return [], None
+    except (OSError, ValueError) as exc:
+        raise _ArgumentError(f"{path} cannot be read: {describe_exception(exc)}") from None
+    if not isinstance(document, dict) or set(document) - {"imports", "command"}:
+        raise _ArgumentError(f'{path} is not a checks file: expected {{"imports": [...], "command": ...}}')
+    return document.get("imports", []), document.get("command")
 
 
 def new_report(framework, device, steps, precision):
@@ -134,6 +283,7 @@ def new_report(framework, device, steps, precision):
         "driver": None,
         "monitoring": None,
         "throughput_samples_per_s": None,
+        "checks": [],
         "failed": [],
         "notes": [],
     }
@@ -481,16 +631,144 @@ def training_failure(report, exc, hints):
 
 
 def start_report(argv, framework):
-    """The report for a run, or (report, False) when the arguments already failed it."""
+    """(the report for a run, True, its checks), or (report, False, None) when the arguments already
+    failed it."""
     try:
-        device_requested, steps, precision = parse_args(argv, framework)
+        device_requested, steps, precision, checks = parse_args(argv, framework)
     except _ArgumentError as exc:
         report = new_report(framework, None, None, None)
         fail(report, "arguments", str(exc), USAGE_HINT)
-        return report, False
+        return report, False, None
     report = new_report(framework, device_requested, steps, precision)
     passed(report, "arguments")
-    return report, True
+    return report, True, checks
+
+
+# --- the checks gate: the user's imports and command, each in a process of its own after the training
+# step, in the same container, so a crash or an exit is reported as the check's, never loses the report
+
+IMPORT_PROGRAM = (
+    "import importlib, sys\n"
+    "module = importlib.import_module(sys.argv[1])\n"
+    "version = getattr(module, '__version__', None)\n"
+    "print('\\n' + sys.argv[2] + (version if isinstance(version, str) else ''))\n"
+)
+VERSION_MARK = "envbuild-smoke-import-version: "
+IMPORT_MISSING_HINT = (
+    "{top} is not installed: add the package that provides it to [packages] pip and relock "
+    "(a pip name can differ from its module's: scikit-learn is imported as sklearn, PyYAML as yaml)"
+)
+IMPORT_BROKEN_HINT = (
+    "{name} is installed but importing it fails: read the check's output in the report; a version that "
+    "conflicts with the framework's pins, or a system library missing from [packages] apt, is the usual cause"
+)
+COMMAND_HINT = (
+    "your [smoke] command failed: the last lines of its output are in the report's checks; run it in the "
+    "image to see all of it (docker run --rm IMAGE {command})"
+)
+COMMAND_MISSING_HINT = "install it in the image ([packages] pip or apt), or name it by its full path"
+
+
+def output_tail(text):
+    """The last CHECK_OUTPUT_LINES non-blank lines of a check's output, at most CHECK_OUTPUT_CHARS."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()][-CHECK_OUTPUT_LINES:]
+    tail = "\n".join(lines)
+    return tail if len(tail) <= CHECK_OUTPUT_CHARS else "..." + tail[-CHECK_OUTPUT_CHARS:]
+
+
+def _exit_text(code):
+    """exit 1, killed by SIGSEGV: how a check's process ended."""
+    if code < 0:
+        import signal
+
+        try:
+            return "killed by " + signal.Signals(-code).name
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def _run_check(argv, env):
+    """(exit code, output: stdout and stderr together, seconds) of one check's process."""
+    import subprocess
+
+    started = time.perf_counter()
+    done = subprocess.run(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, check=False
+    )
+    output = done.stdout.decode("utf-8", "replace")
+    return done.returncode, output, round(time.perf_counter() - started, 3)
+
+
+def check_import(report, name, env):
+    """Import `name` with this Python in a fresh process: how a training script would import it."""
+    code, output, seconds = _run_check([sys.executable, "-c", IMPORT_PROGRAM, name, VERSION_MARK], env)
+    lines = output.splitlines()
+    marks = [line for line in lines if line.startswith(VERSION_MARK)]
+    entry = {"name": name, "kind": "import", "passed": code == 0 and bool(marks), "seconds": seconds}
+    entry["version"] = (marks[-1][len(VERSION_MARK) :] or None) if marks else None
+    entry["exit_code"] = code
+    entry["output"] = None
+    if not entry["passed"]:
+        tail = output_tail("\n".join(line for line in lines if not line.startswith(VERSION_MARK)))
+        entry["output"] = tail or None
+        last = tail.splitlines()[-1] if tail else "no output"
+        top = name.split(".")[0]
+        missing = "ModuleNotFoundError" in last and (f"'{top}'" in last or f"'{name}'" in last)
+        hint = (IMPORT_MISSING_HINT if missing else IMPORT_BROKEN_HINT).format(top=top, name=name)
+        fail(report, CHECKS_GATE, f"import {name} failed ({_exit_text(code)}): {last}", hint)
+    report["checks"].append(entry)
+
+
+def check_command(report, command, argv, env):
+    """Run the user's command, without a shell; `python` in its first word is this Python."""
+    if argv[0] in ("python", "python3"):
+        argv = [sys.executable, *argv[1:]]
+    entry = {"name": command, "kind": "command", "passed": False, "seconds": 0.0, "exit_code": None}
+    try:
+        code, output, entry["seconds"] = _run_check(argv, env)
+    except OSError as exc:  # not found, not executable
+        entry["output"] = describe_exception(exc)
+        fail(
+            report,
+            CHECKS_GATE,
+            f"command `{command}` cannot run {argv[0]}: {exc.strerror or exc}",
+            COMMAND_MISSING_HINT,
+        )
+        report["checks"].append(entry)
+        return
+    entry["exit_code"] = code
+    entry["passed"] = code == 0
+    entry["output"] = None
+    if code != 0:
+        tail = output_tail(output)
+        entry["output"] = tail or None
+        last = tail.splitlines()[-1] if tail else "no output"
+        fail(
+            report,
+            CHECKS_GATE,
+            f"command `{command}` failed ({_exit_text(code)}): {last}",
+            COMMAND_HINT.format(command=command),
+        )
+    report["checks"].append(entry)
+
+
+def run_checks(report, checks, on_gpu):
+    """The checks gate: each import, then the command, on the device the training step used (a CPU
+    step's checks see no GPU: CUDA_VISIBLE_DEVICES is empty for them), ENVBUILD_SMOKE_DEVICE naming it."""
+    if not checks["imports"] and not checks["argv"]:
+        skip(report, CHECKS_GATE, "none configured")
+        return
+    env = dict(os.environ, ENVBUILD_SMOKE_DEVICE="gpu" if on_gpu else "cpu")
+    if not on_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    started = time.perf_counter()
+    for name in checks["imports"]:
+        check_import(report, name, env)
+    if checks["argv"]:
+        check_command(report, checks["command"], checks["argv"], env)
+    report["timings_s"]["checks"] = round(time.perf_counter() - started, 3)
+    passed(report, CHECKS_GATE)
 
 
 def guarded_main(run, framework, argv=None):
@@ -885,7 +1163,7 @@ class Program:
         raise NotImplementedError
 
     def run(self, argv):
-        report, ok = start_report(argv, self.framework)
+        report, ok, checks = start_report(argv, self.framework)
         if not ok:
             return emit(report)
         device_requested, steps, precision = report["device_requested"], report["steps"], report["precision"]
@@ -929,6 +1207,7 @@ class Program:
                 self.check_multi_gpu(fw, report, gpus)
         except Exception as exc:
             training_failure(report, exc, self.training_hints)
+        run_checks(report, checks, on_gpu)
         return emit(report)
 
     def main(self, argv=None):

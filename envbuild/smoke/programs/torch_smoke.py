@@ -1,6 +1,11 @@
 """PyTorch smoke training step, run inside a built image as `python /opt/envbuild/smoke.py`.
 
     python smoke.py [--device auto|gpu|cpu] [--steps N] [--precision fp32|fp16|bf16]
+                    [--import MODULE ...] [--command CMD]
+
+After the training step it runs the user's checks (the checks gate, smoke_common.run_checks): each
+--import and the --command, or what smoke_checks.json beside it says (an image's [smoke] imports and
+command).
 
 ENVBUILD_SMOKE_DEVICE, ENVBUILD_SMOKE_STEPS and ENVBUILD_SMOKE_PRECISION give the defaults when a flag is
 absent (built-in defaults: auto, 20, fp32). The program trains a tiny seeded model (Conv2d, then an MLP)
