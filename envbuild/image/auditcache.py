@@ -8,7 +8,8 @@ torch CPU image on a 2-core machine, every time. The facts that audit reads depe
 alone, so they are kept here under the image's ordered layer digests.
 
 - **What is kept:** every ELF shared object the image's filesystem has (its layers applied, whiteouts
-  included) with the SASS and PTX entries cuobjdump listed for it. These are facts about bytes, not
+  included) with the SASS and PTX entries cuobjdump listed for it, and the bytes it adds (the
+  duplicate CUDA libraries report adds them up). These are facts about bytes, not
   verdicts: the GPUs, the framework and the gate's rule are judged afresh on every audit.
 - **The key:** the ordered diff ids (sha256 of each uncompressed layer, which the Engine computed
   from the content when it stored the layer), the sha256 of the cuobjdump binary, and FORMAT. Another
@@ -36,7 +37,7 @@ from envbuild.audit.kernels import Kernels
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-FORMAT = 2  # bump when what is kept, or how it is read from an image, changes (2: why a read stopped)
+FORMAT = 3  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: bytes)
 MAX_UNREAD = 1000  # the reason a read stopped: kernels.py bounds cuobjdump's line to 300 characters
 MAX_BYTES = 32 << 20  # a CUDA image's few thousand shared objects take well under 1 MiB
 _DIFF_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
@@ -98,16 +99,18 @@ def _kernels(entry: object, layers: Sequence[str]) -> dict[str, Kernels] | None:
         return None
     found: dict[str, Kernels] = {}
     for item in objects:
-        if not (isinstance(item, list) and len(item) == 4):
+        if not (isinstance(item, list) and len(item) == 5):
             return None
-        path, sass, ptx, unread = item
+        path, sass, ptx, unread, size = item
         if not (isinstance(path, str) and isinstance(sass, list) and isinstance(ptx, list)):
             return None
         if not all(isinstance(arch, str) and _ENTRY.match(arch) for arch in (*sass, *ptx)):
             return None
         if not (unread is None or (isinstance(unread, str) and 0 < len(unread) <= MAX_UNREAD)):
             return None
-        found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx), unread=unread)
+        if not (size is None or (type(size) is int and size >= 0)):
+            return None
+        found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx), unread=unread, size=size)
     return found
 
 
@@ -117,7 +120,9 @@ def store(layers: Sequence[str], binary: str, kernels: dict[str, Kernels]) -> No
     path = _path(layers, binary)
     if path is None:
         return
-    objects = [[name, list(found.sass), list(found.ptx), found.unread] for name, found in kernels.items()]
+    objects = [
+        [name, list(found.sass), list(found.ptx), found.unread, found.size] for name, found in kernels.items()
+    ]
     entry = {"format": FORMAT, "layers": list(layers), "objects": objects}
     with contextlib.suppress(OSError):
         write_atomic(path, json.dumps(entry, separators=(",", ":")))
