@@ -11,6 +11,7 @@ import re
 
 from envbuild import __version__
 from envbuild._util.record import Record
+from envbuild.audit.loading import loaded_copy
 from envbuild.errors import LockError, NoStackError, UsageError
 from envbuild.matrix.cuda_tags import cuda_tag
 from envbuild.matrix.model import Image as CudaImage
@@ -200,6 +201,8 @@ def build_plan(
 
     runtime_image = None
     devel = spec.image.devel and strategy == "base-image"
+    # torch keeps its nvidia-* wheels on a base image; every wheels build has them
+    own_libraries = strategy == "wheels" or (strategy == "base-image" and brings_own_libraries(stack.variant))
     if strategy == "wheels":
         image = os_row.image
     elif strategy == "base-image":
@@ -278,6 +281,8 @@ def build_plan(
             "spec_digest": spec.digest,
             "matrix_digest": matrix.digest,
             "envbuild": __version__,
+            # which copy of the CUDA libraries the framework loads (audit.loading, with its sources)
+            "cuda_libraries": loaded_copy(strategy, stack.framework.name, own_libraries).document(),
         }
     )
     return Plan(
