@@ -264,12 +264,15 @@ def build_target(
             started = time.perf_counter()  # the audit gate: no kernel image for a GPU fails before smoke
             record["status"] = "auditing"
             gpus = tuple(parse_gpu(text, matrix) for text in target.stack.gpus)
+            # the wheels the build installed give a duplicated CUDA library's wheel copy its version
+            wheels = {str(d["name"]): str(d["version"]) for d in record.get("dependencies") or ()}
             gate = audit_gate(
                 result.image_id,
                 gpus,
                 plan.stack_document["framework"],
                 target.name,
                 say=lambda line: say(f"{target.name}: {line}"),
+                wheels=wheels,
             )
             record["audit"] = gate.document
             stage("audit", started, ok=gate.error is None)

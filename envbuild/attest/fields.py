@@ -54,6 +54,12 @@ P_AUDIT_SASS = (
 P_AUDIT_PTX = "envbuild:audit:ptx"  # ... and the PTX, "compute_90"; absent: no device code (a CPU build)
 P_AUDIT_VERDICTS = "envbuild:audit:verdicts"  # per GPU the target names, "sm_90=native,sm_89=ptx-only"
 P_COMPAT = "envbuild:cuda:compat"  # native | minor-version | forward (the matrix's compat mode)
+# which copy of the CUDA libraries the framework loads (the stack's cuda_libraries, audit.loading):
+P_CUDA_LOADED_FROM = "envbuild:cuda:loaded-from"  # framework-wheels | base-image | conda-env
+P_CUDA_LOADED_PATH = "envbuild:cuda:loaded-path"  # e.g. "site-packages/nvidia/*/lib"
+# CUDA libraries the audit gate found more than once (audit.duplicates): "libcupti=4,libnvperf_host=2"
+P_AUDIT_DUPLICATES = "envbuild:audit:duplicates"
+P_AUDIT_DUPLICATE_BYTES = "envbuild:audit:duplicate-bytes"  # the bytes of the copies not loaded
 P_SMOKE_DEVICE = "envbuild:smoke:device"  # cpu | gpu
 P_SMOKE_PASSED = "envbuild:smoke:passed"  # "true" | "false"
 P_SMOKE_GATES = "envbuild:smoke:gates"  # the passed gates' names, comma-separated, sorted

@@ -142,6 +142,7 @@ def _metadata_properties(record: dict, inventory: Inventory, digest: str) -> lis
         (fields.P_GPU_ARCH, stack.get("arch")),
         *_audited(record.get("audit")),
         (fields.P_COMPAT, stack.get("compat")),
+        *_loaded(stack),
         (fields.P_SMOKE_DEVICE, smoke.get("device_used") or record.get("smoke_device")),
         (fields.P_SMOKE_PASSED, None if passed is None else ("true" if passed else "false")),
         (fields.P_SMOKE_GATES, _gates(smoke)),
@@ -371,6 +372,18 @@ def validate_sbom(data: bytes) -> None:
     )
 
 
+def _loaded(stack: dict) -> list[tuple[str, str | None]]:
+    """Which copy of the CUDA libraries the framework loads: the stack's statement (render.plan, from
+    the strategy and the framework: audit.loading), absent from a record that does not make it."""
+    loaded = stack.get("cuda_libraries")
+    if not isinstance(loaded, dict):
+        return []
+    return [
+        (fields.P_CUDA_LOADED_FROM, loaded.get("loaded_from")),
+        (fields.P_CUDA_LOADED_PATH, loaded.get("path")),
+    ]
+
+
 def _audited(audit: object) -> list[tuple[str, str | None]]:
     """What the audit gate measured in the framework's libraries (record["audit"]): the SASS and PTX
     architectures it found, and its verdict per GPU the target names. A CPU build has neither."""
@@ -385,8 +398,13 @@ def _audited(audit: object) -> list[tuple[str, str | None]]:
         for key, entry in gpus.items()
         if isinstance(entry, dict) and entry.get("verdict")
     )
+    duplicated = [d for d in audit.get("duplicates") or () if isinstance(d, dict) and d.get("library")]
+    copies = ",".join(sorted(f"{d['library']}={len(d.get('copies') or ())}" for d in duplicated))
+    wasted = audit.get("duplicate_bytes")
     return [
         (fields.P_AUDIT_SASS, ",".join(sass) or None),
         (fields.P_AUDIT_PTX, ",".join(ptx) or None),
         (fields.P_AUDIT_VERDICTS, ",".join(verdicts) or None),
+        (fields.P_AUDIT_DUPLICATES, copies or None),
+        (fields.P_AUDIT_DUPLICATE_BYTES, wasted if duplicated and type(wasted) is int else None),
     ]

@@ -35,15 +35,28 @@ class Kernels(Record):
     its version. cuobjdump 13 lists what it can and then gives up on entries it no longer reads (the
     sm_35 ones of cuBLAS 11, something in cuBLAS 12.4's fatbin): the entries listed before that are
     real and are kept, so the library is "partly read" (or "not read" when nothing was listed). What
-    such a library decides is the audit's business (audit.tree), not a reason to stop reading."""
+    such a library decides is the audit's business (audit.tree), not a reason to stop reading.
 
-    __slots__ = ("sass", "ptx", "unread")
+    size: the bytes the file adds to the tree it was read in (audit.tree.read_tree sets it from the
+    file's stat, which the walk has anyway): its size, or 0 for a further name of a file already
+    counted (a hard link); None where it was not measured. The duplicate report (audit.duplicates)
+    adds these up, so it needs no second pass over the gigabytes."""
+
+    __slots__ = ("sass", "ptx", "unread", "size")
     sass: tuple[str, ...]
     ptx: tuple[str, ...]
     unread: str | None
+    size: int | None
 
-    def __init__(self, *, sass: tuple[str, ...], ptx: tuple[str, ...], unread: str | None = None) -> None:
-        super().__init__(sass=sass, ptx=ptx, unread=unread)
+    def __init__(
+        self,
+        *,
+        sass: tuple[str, ...],
+        ptx: tuple[str, ...],
+        unread: str | None = None,
+        size: int | None = None,
+    ) -> None:
+        super().__init__(sass=sass, ptx=ptx, unread=unread, size=size)
 
     @property
     def has_device_code(self) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from envbuild.audit import duplicates
 from envbuild.audit.kernels import Kernels
 from envbuild.audit.libraries import FRAMEWORK_LIBRARIES
 from envbuild.audit.tree import UNREADABLE_FIX, Audit
@@ -49,6 +50,7 @@ def to_text(audit: Audit) -> str:
         lines += ["", f"{len(audit.without_device_code)} shared object(s) without device code"]
     if not audit.libraries:
         lines += ["", "no shared object with device code"]
+    lines += _duplicates_text(audit)
     for gpu, path in audit.failures:
         lines.append(f"error: {gpu}: {NO_KERNEL_MESSAGE} ({path})")
     for library in audit.unreadable:
@@ -62,6 +64,24 @@ def to_text(audit: Audit) -> str:
             " its GPU ops would run on no GPU (a CPU-only build?)"
         )
     return "\n".join(lines) + "\n"
+
+
+def _duplicates_text(audit: Audit) -> list[str]:
+    """The CUDA libraries present more than once, each copy with its version and bytes; a warning."""
+    if not audit.duplicates:
+        return []
+    found = duplicates.warning(audit.duplicates, audit.framework)
+    lines = ["", f"warning: {found}"]
+    for duplicate in audit.duplicates:
+        lines.append(
+            f"  {duplicate.library} ({duplicate.component}), {len(duplicate.copies)} copies, "
+            f"{duplicates.megabytes(duplicate.wasted)} wasted:"
+        )
+        for copy in duplicate.copies:
+            mark = "loaded" if copy.loaded else "      " if copy.loaded is False else "     ?"
+            version = copy.version or "version unknown"
+            lines.append(f"    {mark} {copy.path}  {version}  {duplicates.megabytes(copy.size)}")
+    return lines
 
 
 def to_document(audit: Audit) -> dict:
@@ -85,6 +105,8 @@ def to_document(audit: Audit) -> dict:
             {"library": library.path, "error": library.kernels.unread} for library in audit.unreadable
         ],
         "without_device_code": list(audit.without_device_code),
+        "duplicates": duplicates.document(audit.duplicates),
+        "duplicate_bytes": duplicates.total_wasted(audit.duplicates),
         "ok": audit.ok,
         "failures": [
             {"gpu": gpu, "library": path, "error": NO_KERNEL_MESSAGE} for gpu, path in audit.failures

@@ -8,6 +8,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from envbuild._util.record import Record
+from envbuild.audit.duplicates import Duplicate, find_duplicates
 from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
 from envbuild.audit.libraries import check_framework, counts_for, framework_of
 from envbuild.audit.verdict import RUNS, judge
@@ -28,12 +29,34 @@ class LibraryAudit(Record):
 
 
 class Audit(Record):
-    __slots__ = ("target", "framework", "gpus", "libraries", "without_device_code")
+    """duplicates: the CUDA libraries present more than once (audit.duplicates), a warning only."""
+
+    __slots__ = ("target", "framework", "gpus", "libraries", "without_device_code", "duplicates")
     target: str
     framework: str | None
     gpus: tuple[Gpu, ...]
     libraries: tuple[LibraryAudit, ...]  # those with device code
     without_device_code: tuple[str, ...]
+    duplicates: tuple[Duplicate, ...]
+
+    def __init__(
+        self,
+        *,
+        target: str,
+        framework: str | None,
+        gpus: tuple[Gpu, ...],
+        libraries: tuple[LibraryAudit, ...],
+        without_device_code: tuple[str, ...],
+        duplicates: tuple[Duplicate, ...] = (),
+    ) -> None:
+        super().__init__(
+            target=target,
+            framework=framework,
+            gpus=gpus,
+            libraries=libraries,
+            without_device_code=without_device_code,
+            duplicates=duplicates,
+        )
 
     @property
     def failures(self) -> list[tuple[str, str]]:
@@ -130,7 +153,32 @@ def read_tree(root: str, only: tuple[str, ...] | None = None) -> dict[str, Kerne
     paths = list(only) if only is not None else shared_objects(root)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # map keeps the sorted order
         listed = list(pool.map(lambda path: read_kernels(os.path.join(root, path), binary), paths))
-    return dict(zip(paths, listed, strict=True))
+    sizes = _sizes(root, paths)
+    return {path: found.replace(size=size) for path, found, size in zip(paths, listed, sizes, strict=True)}
+
+
+def _sizes(root: str, paths: list[str]) -> list[int]:
+    """The bytes each path adds (file_sizes) for paths under root."""
+    return file_sizes([os.path.join(root, path) for path in paths])
+
+
+def file_sizes(files: list[str]) -> list[int]:
+    """The bytes each file adds: its size from stat (no read of the file), 0 for a further name of a
+    file already counted. An image's hard links stay links here: envbuild.image.layers links every
+    name of a hard-linked file to the one copy it kept, and a layer directory's are links already."""
+    seen: set[tuple[int, int]] = set()
+    sizes = []
+    for path in files:
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            raise UsageError(
+                f"audit {path}: cannot read it ({exc.strerror})", fix="check its permissions"
+            ) from None
+        key = (info.st_dev, info.st_ino)
+        sizes.append(0 if key in seen else info.st_size)
+        seen.add(key)
+    return sizes
 
 
 def judge_tree(
@@ -151,10 +199,13 @@ def judge_tree(
         libraries.append(
             LibraryAudit(path=path, kernels=listed, counts=counts_for(path, framework), verdicts=verdicts)
         )
+    # the framework's own libraries, with device code or not: their site-packages holds its wheels
+    own = tuple(path for path in kernels if framework is not None and counts_for(path, framework))
     return Audit(
         target=target,
         framework=framework,
         gpus=gpus,
         libraries=tuple(libraries),
         without_device_code=tuple(plain),
+        duplicates=find_duplicates({path: k.size for path, k in kernels.items()}, framework, own),
     )

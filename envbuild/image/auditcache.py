@@ -9,8 +9,9 @@ a 60 s audit of a real torch CUDA image. The facts kept here depend on one layer
 objects it adds), so an image is composed from the entries of its layers, and only a layer without
 one is read.
 
-- **What is kept:** facts about bytes, not verdicts: the GPUs, the framework and the gate's rule are
-  judged afresh on every audit.
+- **What is kept:** facts about bytes, not verdicts (each shared object's SASS and PTX, and the bytes
+  it adds, which the duplicate CUDA libraries report adds up): the GPUs, the framework and the gate's
+  rule are judged afresh on every audit.
 - **The key:** the layer's diff id (sha256 of the uncompressed layer, which the Engine computed from
   the content when it stored the layer), the sha256 of the cuobjdump binary, and FORMAT. Another
   cuobjdump, or a change in how envbuild reads (bump FORMAT), reads afresh.
@@ -34,7 +35,9 @@ from envbuild._util.files import write_atomic
 from envbuild.audit.kernels import Kernels
 from envbuild.image.layerfacts import LayerFacts
 
-FORMAT = 3  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: per layer)
+FORMAT = (
+    4  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: bytes; 4: per layer)
+)
 MAX_UNREAD = 1000  # the reason a read stopped: kernels.py bounds cuobjdump's line to 300 characters
 MAX_BYTES = 32 << 20  # torch's layer: about 20,000 paths and 200 shared objects, under 3 MiB
 MAX_PATH = 4096  # bytes of one path in the image (Linux's PATH_MAX)
@@ -108,16 +111,18 @@ def _facts(entry: object, diff_id: str) -> LayerFacts | None:
         return None
     found: dict[str, Kernels] = {}
     for item in objects:
-        if not (isinstance(item, list) and len(item) == 4):
+        if not (isinstance(item, list) and len(item) == 5):
             return None
-        path, sass, ptx, unread = item
+        path, sass, ptx, unread, size = item
         if not (_is_path(path) and isinstance(sass, list) and isinstance(ptx, list)):
             return None
         if not all(isinstance(arch, str) and _ENTRY.match(arch) for arch in (*sass, *ptx)):
             return None
         if not (unread is None or (isinstance(unread, str) and 0 < len(unread) <= MAX_UNREAD)):
             return None
-        found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx), unread=unread)
+        if not (size is None or (type(size) is int and size >= 0)):
+            return None
+        found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx), unread=unread, size=size)
     return LayerFacts(deleted=deleted, opaque=opaque, replaced=replaced, objects=found)
 
 
@@ -127,7 +132,7 @@ def store_layer(diff_id: str, binary: str, facts: LayerFacts) -> None:
     path = _path(diff_id, binary)
     if path is None:
         return
-    objects = [[name, list(k.sass), list(k.ptx), k.unread] for name, k in facts.objects.items()]
+    objects = [[name, list(k.sass), list(k.ptx), k.unread, k.size] for name, k in facts.objects.items()]
     entry = {
         "format": FORMAT,
         "layer": diff_id,

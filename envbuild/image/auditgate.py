@@ -16,12 +16,15 @@ The rule, in one place:
 - a target without GPUs gets the kernels listed, and no verdict;
 - a library cuobjdump stops on partway is judged by the entries it listed and reported as partly
   read; one it can read nothing of fails the gate when it is a framework library (the audit cannot
-  decide it), and is only reported when it is not (cuBLAS, cuDNN, NCCL: the matrix's business).
+  decide it), and is only reported when it is not (cuBLAS, cuDNN, NCCL: the matrix's business);
+- a CUDA library present more than once (an nvidia/cuda base's cuBLAS beside torch's nvidia-cublas
+  wheel) is a warning with each copy and the bytes wasted (audit.duplicates), never a failure.
 """
 
 from __future__ import annotations
 
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.audit import duplicates
 from envbuild.audit.tree import UNREADABLE_FIX
 from envbuild.audit.verdict import NATIVE, NO_KERNEL, NO_KERNEL_MESSAGE, PTX_ONLY, RUNS, SAME_MAJOR
 from envbuild.errors import VerifyError
@@ -30,7 +33,7 @@ from envbuild.matrix.versions import format_cc, sm_name
 from envbuild.oci.labels import audit_label
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from envbuild.audit.tree import Audit
     from envbuild.matrix.model import Gpu
@@ -60,8 +63,10 @@ class Gate(Record):
             raise self.error
 
 
-def judge_audit(audit: Audit, where: str) -> Gate:
-    """The gate's answer for an audit already made (`where` starts the error message)."""
+def judge_audit(audit: Audit, where: str, wheels: Mapping[str, str] | None = None) -> Gate:
+    """The gate's answer for an audit already made (`where` starts the error message). wheels:
+    {distribution: version} the build installed (its lock), which give the wheel copies of a
+    duplicated CUDA library their versions."""
     counted = [library for library in audit.libraries if library.counts and not library.kernels.not_read]
     gpus: dict[str, dict] = {}
     for gpu in audit.gpus:
@@ -79,6 +84,9 @@ def judge_audit(audit: Audit, where: str) -> Gate:
         for library in audit.libraries
         if library.kernels.unread is not None and not (library.counts and library.kernels.not_read)
     ]
+    duplicated = duplicates.with_wheel_versions(audit.duplicates, wheels or {})
+    found = duplicates.warning(duplicated, audit.framework)  # a cost in bytes, never a failure
+    warnings += [found] if found else []
     document = {
         "framework": audit.framework,
         # the gate's rule, not `envbuild audit`'s: no device code only warns
@@ -95,6 +103,8 @@ def judge_audit(audit: Audit, where: str) -> Gate:
             for library in audit.libraries
         ],
         "without_device_code": len(audit.without_device_code),
+        "duplicates": duplicates.document(duplicated),
+        "duplicate_bytes": duplicates.total_wasted(duplicated),
         "warnings": warnings,
     }
     labels = {audit_label(key): entry["verdict"] for key, entry in gpus.items() if entry["verdict"] in RUNS}
@@ -121,11 +131,14 @@ def audit_gate(
     framework: str | None,
     where: str,
     say: Callable[[str], None] | None = None,
+    *,
+    wheels: Mapping[str, str] | None = None,
 ) -> Gate:
     """Audit `image` (a local image id or name, or REPO@sha256:...) and judge it for `gpus`; the
-    document says how many layers were read and how many the cache answered."""
+    document says how many layers were read and how many the cache answered. `wheels` (name ->
+    version, the build's) give a duplicated CUDA library's wheel copy its exact version."""
     audit, read = audit_image_layers(image, gpus, framework, say=say)
-    gate = judge_audit(audit, where)
+    gate = judge_audit(audit, where, wheels)
     gate.document["layers"] = read.document()
     return gate
 

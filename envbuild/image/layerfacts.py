@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.audit.kernels import Kernels, read_kernels
-from envbuild.audit.tree import WORKERS
+from envbuild.audit.tree import WORKERS, file_sizes
 from envbuild.image.layers import overlay
 
 if TYPE_CHECKING:
@@ -72,11 +72,14 @@ def read_layer(
 
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
         listed = list(pool.map(one, paths))
+    sizes = file_sizes([added[path] for path in paths])  # the duplicate CUDA libraries report adds them
     return LayerFacts(
         deleted=frozenset(deleted),
         opaque=frozenset(opaque),
         replaced=frozenset(replaced - set(added)),
-        objects=dict(zip(paths, listed, strict=True)),
+        objects={
+            path: found.replace(size=size) for path, found, size in zip(paths, listed, sizes, strict=True)
+        },
     )
 
 

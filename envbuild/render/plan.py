@@ -11,8 +11,8 @@ import re
 
 from envbuild import __version__
 from envbuild._util.record import Record
+from envbuild.audit.loading import loaded_copy
 from envbuild.errors import LockError, NoStackError, UsageError
-from envbuild.matrix.cuda_tags import cuda_tag
 from envbuild.matrix.model import Image as CudaImage
 from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.platforms import PLATFORMS
@@ -20,6 +20,7 @@ from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
 from envbuild.render.coherence import check_framework_pins, check_python_source
+from envbuild.render.cudabase import cuda_base
 from envbuild.render.cudalayer import is_cuda_package
 from envbuild.render.explicit import explicit_file
 from envbuild.resolve.needs import brings_own_libraries
@@ -206,21 +207,33 @@ def build_plan(
 
     runtime_image = None
     devel = spec.image.devel and strategy == "base-image"
+    # torch keeps its nvidia-* wheels on a base image; every wheels build has them
+    own_libraries = strategy == "wheels" or (strategy == "base-image" and brings_own_libraries(stack.variant))
+    base_flavor = None
     if strategy == "wheels":
         image = os_row.image
     elif strategy == "base-image":
         row = matrix.image_for(stack.cuda, os_row.name, platform)
         assert row is not None  # the resolver only returns stacks that have one
-        kind = "devel" if devel else "runtime"
-        image = f"nvidia/cuda:{cuda_tag(row.cuda, row.cudnn_tag, kind, os_row.name)}"
+        chosen = cuda_base(
+            row,
+            os_row.name,
+            own_libraries=own_libraries,
+            devel=devel,
+            framework=stack.framework.display_name,
+        )
+        base_flavor = chosen.document
+        image = chosen.build_image or chosen.image
         if devel:
-            runtime_image = f"nvidia/cuda:{cuda_tag(row.cuda, row.cudnn_tag, 'runtime', os_row.name)}"
+            runtime_image = chosen.image
     else:
         image = MICROMAMBA_IMAGE
     if base_image is not None:  # an explicit override replaces every stage's base
         image = base_image
         if runtime_image is not None:
             runtime_image = base_image
+        if base_flavor is not None:  # the strategy's choice, kept to say what was overridden
+            base_flavor = {**base_flavor, "overridden_by": base_image}
     if lock is not None:  # the lock pins the base the spec, the matrix and --base-image name
         image = locked_base(
             lock, image, overridden=base_image is not None, where=f"{spec.path} target {target.name!r}"
@@ -284,6 +297,10 @@ def build_plan(
             "spec_digest": spec.digest,
             "matrix_digest": matrix.digest,
             "envbuild": __version__,
+            # which copy of the CUDA libraries the framework loads (audit.loading, with its sources),
+            # and, for base-image, the nvidia/cuda flavor chosen and why (render.cudabase)
+            "cuda_libraries": loaded_copy(strategy, stack.framework.name, own_libraries).document(),
+            "base_flavor": base_flavor,
         }
     )
     return Plan(

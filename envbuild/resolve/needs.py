@@ -17,9 +17,8 @@ every plan resolve returns and render builds can install and import its framewor
   METADATA's "==9.1.0.70") is the release the build was compiled with, met by it or a newer release
   of the same major (cuDNN and NCCL keep backward compatibility within a major; an older one fails
   at import). jax [cudaNN-local] and TensorFlow without [and-cuda] load the image's libraries. torch
-  keeps its own nvidia-* wheels on a base image: the image's copy of the same major (same soname) is
-  still refused when older, since the library search order decides which one loads; another major
-  has another soname and cannot stand in for torch's.
+  keeps its own nvidia-* wheels on a base image, which is then the release's `base` flavor (no cuDNN,
+  no NCCL: envbuild.render.cudabase), so only the image's CUDA X.Y is held to its bounds.
 
 A build without a row was not measured: the framework file's own fields decide, as before, and a
 caveat says so when the matrix has rows for other builds.
@@ -107,13 +106,8 @@ def toolchain_caveat(row: Requirements, cuda: tuple[int, int], pins: tuple[tuple
     )
 
 
-def _meets(bundled: str, wanted: str, *, own_libraries: bool) -> bool:
-    """Whether a bundled library version satisfies one declared range or exact build version.
-
-    own_libraries: the framework installs its own copy (torch's nvidia-* wheels). The image's copy
-    then matters only where it can stand in for the framework's, under the same soname (the same
-    major: libcudnn.so.9); which of two such copies loads depends on the library search order, so an
-    older one is refused. Another major (libcudnn.so.8 next to torch's libcudnn.so.9) cannot."""
+def _meets(bundled: str, wanted: str) -> bool:
+    """Whether a bundled library version satisfies one declared range or exact build version."""
     version = exact(wanted) or (wanted if wanted[:1].isdigit() else None)
     if version is None:
         return contains(wanted, bundled)
@@ -121,9 +115,7 @@ def _meets(bundled: str, wanted: str, *, own_libraries: bool) -> bool:
     have = [int(p) for p in bundled.split(".")[:2] if p.isdigit()]
     if not built or not have:
         return False
-    if have[0] != built[0]:
-        return own_libraries
-    return have >= built
+    return have[0] == built[0] and have >= built
 
 
 def brings_own_libraries(variant: Variant) -> bool:
@@ -145,16 +137,24 @@ def image_miss(
 ) -> tuple[str, str, str | None] | None:
     """(library, what the build needs, what the image bundles) for the first bundled library the
     build does not accept, else None. Checks cuDNN and NCCL against the variant's fields and the
-    row's bounds, and the image's CUDA X.Y against the row's runtime bound."""
+    row's bounds, and the image's CUDA X.Y against the row's runtime bound.
+
+    A build that brings its own libraries (torch) is built on the release's `base` flavor
+    (envbuild.render.cudabase), which holds no cuDNN and no NCCL: nothing of the image can stand in
+    for torch's copies, so only the CUDA X.Y is checked."""
     major = image.cuda[0]
-    own = brings_own_libraries(variant)
-    for label, field, bundled, base in (
-        ("cuDNN", variant.cudnn, image.cudnn, "nvidia-cudnn"),
-        ("NCCL", variant.nccl, image.nccl, "nvidia-nccl"),
-    ):
+    libraries = (
+        ()
+        if brings_own_libraries(variant)
+        else (
+            ("cuDNN", variant.cudnn, image.cudnn, "nvidia-cudnn"),
+            ("NCCL", variant.nccl, image.nccl, "nvidia-nccl"),
+        )
+    )
+    for label, field, bundled, base in libraries:
         declared = [d for d in (field, row.bounds.get(library_name(base, major)) if row else None) if d]
         for wanted in declared:
-            if bundled is None or not _meets(bundled, wanted, own_libraries=own):
+            if bundled is None or not _meets(bundled, wanted):
                 return label, _wanted_text(wanted), bundled
     if row is not None:
         name = wheel_name("nvidia-cuda-runtime", major)

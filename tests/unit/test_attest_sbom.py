@@ -213,3 +213,35 @@ def test_the_audit_gates_measured_kernels_and_verdicts_are_properties() -> None:
     assert fields.sbom_property(sbom, fields.P_AUDIT_SASS) == "sm_80,sm_90"
     assert fields.sbom_property(sbom, fields.P_AUDIT_PTX) == "compute_90"
     assert fields.sbom_property(sbom, fields.P_AUDIT_VERDICTS) == "sm_89=ptx-only,sm_90=native"
+
+
+def test_the_sbom_says_which_copy_loads_and_what_the_audit_found_twice() -> None:
+    """issue 32 item 5: the stack's cuda_libraries (render.plan) and the audit's duplicates."""
+    record = copy.deepcopy(RECORD)
+    assert (
+        fields.sbom_property(build_sbom(record, INVENTORY, subject=SUBJECT), fields.P_CUDA_LOADED_FROM)
+        is None
+    )
+    record["stack"]["cuda_libraries"] = {
+        "loaded_from": "framework-wheels",
+        "path": "site-packages/nvidia/*/lib",
+        "why": "...",
+    }
+    copies = [
+        {"path": f"p{n}", "bytes": 10, "version": None, "version_from": None, "loaded": n == 0}
+        for n in range(4)
+    ]
+    record["audit"] = {
+        "libraries": [],
+        "gpus": {},
+        "duplicates": [
+            {"library": "libnvperf_host", "component": "CUPTI", "copies": copies[:2], "wasted_bytes": 10},
+            {"library": "libcupti", "component": "CUPTI", "copies": copies, "wasted_bytes": 30},
+        ],
+        "duplicate_bytes": 40,
+    }
+    sbom = build_sbom(record, INVENTORY, subject=SUBJECT)
+    assert fields.sbom_property(sbom, fields.P_CUDA_LOADED_FROM) == "framework-wheels"
+    assert fields.sbom_property(sbom, fields.P_CUDA_LOADED_PATH) == "site-packages/nvidia/*/lib"
+    assert fields.sbom_property(sbom, fields.P_AUDIT_DUPLICATES) == "libcupti=4,libnvperf_host=2"
+    assert fields.sbom_property(sbom, fields.P_AUDIT_DUPLICATE_BYTES) == "40"

@@ -21,7 +21,7 @@ FACTS = LayerFacts(
     objects={
         "usr/lib/libplain.so": Kernels(sass=(), ptx=()),
         "site-packages/jax_plugins/_linalg.so": Kernels(
-            sass=("sm_80", "sm_90a", "sm_100f"), ptx=("compute_120",)
+            sass=("sm_80", "sm_90a", "sm_100f"), ptx=("compute_120",), size=8_123_456
         ),
     },
 )
@@ -69,7 +69,7 @@ def test_a_new_format_reads_afresh(cache: Path, cuobjdump: str, monkeypatch: pyt
 
 def _entry(**changes: object) -> bytes:
     entry = {"format": auditcache.FORMAT, "layer": LAYER, "deleted": [], "opaque": [], "replaced": []}
-    entry["objects"] = [["a.so", [], [], None]]
+    entry["objects"] = [["a.so", [], [], None, 100]]
     entry.update(changes)
     return json.dumps(entry).encode()
 
@@ -82,10 +82,12 @@ def _entry(**changes: object) -> bytes:
         _entry(objects=None),
         _entry(layer=OTHER),  # another layer's entry under this one's name
         _entry(format=2),
-        _entry(objects=[["a.so", "sm_90", [], None]]),
-        _entry(objects=[["a.so", ["sm_90;rm -rf /"], [], None]]),
-        _entry(objects=[[7, [], [], None]]),
-        _entry(objects=[["a.so", [], [], None], ["b.so"]]),
+        _entry(objects=[["a.so", "sm_90", [], None, 100]]),
+        _entry(objects=[["a.so", ["sm_90;rm -rf /"], [], None, 100]]),
+        _entry(objects=[[7, [], [], None, 100]]),
+        _entry(objects=[["a.so", [], [], None, 100], ["b.so"]]),
+        _entry(objects=[["a.so", [], [], None, -1]]),
+        _entry(objects=[["a.so", [], [], None, True]]),
         _entry(deleted="usr/lib"),
         _entry(replaced=["ok", 7]),
         _entry(opaque=["x" * (auditcache.MAX_PATH + 1)]),
@@ -101,6 +103,8 @@ def _entry(**changes: object) -> bytes:
         "bad-arch",
         "path-not-str",
         "short",
+        "negative-size",
+        "bool-size",
         "deleted-not-a-list",
         "replaced-not-str",
         "path-too-long",
@@ -117,6 +121,12 @@ def test_an_entry_that_is_not_what_envbuild_wrote_is_a_miss(
     assert auditcache.load_layer(LAYER, cuobjdump) is None  # ...and this does not
     auditcache.store_layer(LAYER, cuobjdump, FACTS)  # the audit that read afresh replaces it
     assert auditcache.load_layer(LAYER, cuobjdump) == FACTS
+
+
+def test_the_entry_shape_the_bad_ones_depart_from_loads() -> None:
+    """The cases above are misses for the one defect each has, not for a shape nothing would load."""
+    facts = auditcache._facts(json.loads(_entry()), LAYER)
+    assert facts is not None and facts.objects == {"a.so": Kernels(sass=(), ptx=(), size=100)}
 
 
 def test_an_entry_past_the_size_bound_is_not_read(

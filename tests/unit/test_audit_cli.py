@@ -122,7 +122,7 @@ def test_json_shape_without_device_code(capsys: pytest.CaptureFixture[str], tmp_
     document = json.loads(out)
     assert set(document) == {
         "target", "framework", "gpus", "libraries", "without_device_code", "ok", "failures",
-        "unreadable", "framework_missing", "runs",
+        "unreadable", "framework_missing", "runs", "duplicates", "duplicate_bytes",
     }  # fmt: skip
     assert document["unreadable"] == []
     assert document["gpus"] == [{"name": "H100", "compute_capability": "9.0"}]

@@ -109,16 +109,15 @@ def cudnn_fits(matrix: Matrix, q: Query, variant: Variant, cuda: tuple[int, int]
     )
 
 
-def _accepts(bundled: str | None, wanted: str, own: bool) -> bool:
-    """README: a range is met by containment; an exact version by it or a newer release of its major
-    (a build with its own copy, torch, also by another major: another soname)."""
+def _accepts(bundled: str | None, wanted: str) -> bool:
+    """README: a range is met by containment; an exact version by it or a newer release of its major."""
     if bundled is None:
         return False
     pinned = wanted[2:] if wanted.startswith("==") and "," not in wanted else wanted
     if pinned[:1].isdigit():
         built = Version(pinned).release[:2]
         have = Version(bundled).release[:2]
-        return own if have[0] != built[0] else have >= built
+        return have[0] == built[0] and have >= built
     return Version(bundled) in SpecifierSet(wanted)
 
 
@@ -143,7 +142,9 @@ def needs_met(matrix: Matrix, q: Query, release: Release, variant: Variant, cuda
                 + [f"{cuda[0]}.{cuda[1]}.{p}.{q}" for p in range(0, 10) for q in range(0, 200)]
             ):
                 return False
-    if q.strategy == "base-image":
+    # README: a build with its own copies (torch) gets the `base` flavor, which bundles neither
+    own = variant.cuda_from == "wheels" and not variant.extra
+    if q.strategy == "base-image" and not own:
         image = matrix.image_for(cuda, q.os or "ubuntu22.04")
         assert image is not None
         for field, bundled, name in (
@@ -151,8 +152,7 @@ def needs_met(matrix: Matrix, q: Query, release: Release, variant: Variant, cuda
             (variant.nccl, image.nccl, f"nvidia-nccl-cu{cuda[0]}"),
         ):
             row_bound = str(requires[name]) if name in requires else None
-            own = variant.cuda_from == "wheels" and not variant.extra
-            if any(w and not _accepts(bundled, w, own) for w in (field, row_bound)):
+            if any(w and not _accepts(bundled, w) for w in (field, row_bound)):
                 return False
     return True
 
