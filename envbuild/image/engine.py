@@ -423,7 +423,9 @@ class BuildKitOutput:
         self.progress = progress
         self.titles: dict[str, str] = {}  # vertex "#7" -> its first line, e.g. "[ 4/10] RUN ..."
         self.seen: set[tuple[str, str]] = set()
-        self.failed_vertex: str | None = None
+        # vertices that printed ERROR and not DONE after it, in order: BuildKit 20.10 also prints
+        # "#5 ERROR: <id> not found" for a cache record gone missing, then runs the step and goes on
+        self.errored: dict[str, None] = {}
         self.last_step: str | None = None
         self.errors: deque[str] = deque(maxlen=15)
         self.tail: deque[str] = deque(maxlen=15)
@@ -449,26 +451,35 @@ class BuildKitOutput:
                     if self.progress:
                         text = f"[{stage}] {instruction}" if stage else instruction
                         self.progress(f"step {n}/{m}: {text}")
-        elif rest.startswith("ERROR") and self.failed_vertex is None:
-            self.failed_vertex = vertex
+        elif rest.startswith("ERROR"):
+            self.errored.pop(vertex, None)
+            self.errored[vertex] = None  # the latest last
+        elif rest.startswith(("DONE", "CACHED")):
+            self.errored.pop(vertex, None)
         else:
             printed = buildkit_output(rest)
             if printed is not None:
                 self.words.add(vertex, printed)
 
+    @property
+    def failed_vertex(self) -> str | None:
+        """The vertex whose error stopped the build: the last to print ERROR without DONE after it."""
+        return next(reversed(self.errored), None)
+
     def failure(self, code: int, log_path: str) -> BuildError:
         """The error for a client that exited `code`: the failed vertex's step and what it printed."""
-        if self.failed_vertex is not None:
-            step_match = _BK_STEP.match(self.titles[self.failed_vertex])
+        failed = self.failed_vertex
+        if failed is not None:
+            step_match = _BK_STEP.match(self.titles[failed])
             if step_match:
                 _, n, m, instruction = step_match.groups()
                 where: str | None = step_name(n, m, instruction)
             else:
-                where = self.titles[self.failed_vertex]
+                where = self.titles[failed]
         else:
             where = self.last_step
         detail = "\n".join(dict.fromkeys(self.errors or self.tail)) or f"exit status {code}"
-        causes = self.words.causes(self.failed_vertex)
+        causes = self.words.causes(failed)
         return _failure(where, f"exit status {code}\n{detail}", log_path, causes)
 
 

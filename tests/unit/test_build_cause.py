@@ -61,6 +61,13 @@ def test_day_two_names_the_step_and_quotes_uvs_cause() -> None:
     assert "executor failed running" not in error  # BuildKit's own words, which say nothing of why
 
 
+def test_the_step_that_stopped_the_build_is_named_not_an_earlier_error_buildkit_recovered_from() -> None:
+    error = replay_buildkit("uv-after-a-lost-cache-record.buildkit.log")
+    assert error.startswith("error: docker build failed at step 8/10: RUN /opt/envbuild-uv/uv pip install")
+    assert "cause: Because accelerate was not found in the provided package locations" in error
+    assert "not found: not found" not in error  # the cache records' errors, steps 1 and 2 re-run
+
+
 def test_a_multi_line_explanation_is_kept_whole() -> None:
     error = replay_buildkit("uv-missing-dependency.buildkit.log")
     assert "at step 6/10: RUN /opt/envbuild-uv/uv pip install" in error
