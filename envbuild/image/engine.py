@@ -45,6 +45,7 @@ _ERROR_WORD = re.compile(r"error", re.IGNORECASE)
 # the step's exit status in BuildKit's "executor failed running [...]: exit code: 100" (or "did not
 # complete successfully: exit code: 100") and the classic builder's "returned a non-zero code: 100"
 _EXIT_CODE = re.compile(r"(?:exit code:|non-zero code:) (\d+)")
+_STDERR_START = "\x1b[91m"  # the classic builder's colour around a RUN's stderr
 _STEP_WIDTH = 160  # characters of a failed step's instruction in the error
 
 
@@ -300,6 +301,7 @@ def _build_api(
             aux = chunk.get("aux")
             if isinstance(aux, dict) and aux.get("ID"):
                 image_id = aux["ID"]
+        output.flush()
         if image_id is None and output.short_id is not None:
             image_id = client.inspect_image(output.short_id)["Id"]
     except docker.errors.DockerException as exc:
@@ -325,24 +327,40 @@ class ClassicOutput:
         self.steps = 0
         self.short_id: str | None = None
         self.words = StepWords()
+        self._pending = ""  # a line's start, until its end arrives
 
     def feed(self, text: str) -> None:
-        """One chunk of the Engine's `stream` text (whole lines, as the Engine sends them)."""
-        for line in text.splitlines():
-            match = _API_STEP.match(line.strip())
-            if match:
-                number, total, instruction = match.groups()
-                self.steps += 1
-                self.number, self.step = number, step_name(number, total, instruction)
-                if self.progress:
-                    self.progress(f"step {number}/{total}: {instruction}")
-            elif line.startswith("Successfully built "):
-                self.short_id = line.split()[-1]
-            else:
-                self.words.add(self.number, line)
+        """One chunk of the Engine's `stream` text. A chunk may hold part of a line (apt's "Building
+        dependency tree..." arrives without its newline), and the RUN's stderr arrives in chunks of
+        its own, wrapped in colour (ESC[91m ... ESC[0m), which may land inside a stdout line: a
+        stderr chunk starts a line of its own."""
+        text = self._pending + text.replace(_STDERR_START, "\n" + _STDERR_START)
+        *lines, self._pending = text.split("\n")
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        match = _API_STEP.match(line.strip())
+        if match:
+            number, total, instruction = match.groups()
+            self.steps += 1
+            self.number, self.step = number, step_name(number, total, instruction)
+            if self.progress:
+                self.progress(f"step {number}/{total}: {instruction}")
+        elif line.startswith("Successfully built "):
+            self.short_id = line.split()[-1]
+        else:
+            self.words.add(self.number, line)
+
+    def flush(self) -> None:
+        """The stream ended: its last line, if it had no newline, is a line too."""
+        if self._pending:
+            self._line(self._pending)
+            self._pending = ""
 
     def failure(self, detail: str, log_path: str) -> BuildError:
         """The error for the Engine's error message `detail` (the step's `returned a non-zero code`)."""
+        self.flush()
         return _failure(self.step, detail, log_path, self.words.causes(self.number))
 
 

@@ -117,6 +117,28 @@ def test_the_classic_builder_quotes_pip_without_its_colour_codes() -> None:
     assert "returned a non-zero code" not in error  # the Engine's words
 
 
+def test_the_classic_builders_stderr_chunk_inside_a_stdout_line_is_a_line_of_its_own() -> None:
+    """The Engine's chunks for `RUN apt-get install -y no-such-package-envbuild` (as docker-py decodes
+    them): apt's progress line comes without its newline, and its stderr, in colour, can arrive
+    before that newline does."""
+    output = ClassicOutput()
+    output.feed("Step 2/2 : RUN apt-get install -y --no-install-recommends no-such-package-envbuild\n")
+    output.feed(" ---> Running in 9cd5de5f8219\n")
+    output.feed("Reading package lists...")
+    output.feed("\n")
+    output.feed("Building dependency tree...")
+    output.feed("\x1b[91mE: Unable to locate package no-such-package-envbuild\n\x1b[0m")
+    output.feed("\n")
+    output.feed("Removing intermediate container 9cd5de5f8219\n")
+    error = output.failure(
+        "The command '/bin/sh -c apt-get install -y --no-install-recommends no-such-package-envbuild' "
+        "returned a non-zero code: 100",
+        LOG_PATH,
+    )
+    assert error.message.splitlines()[1:] == ["    E: Unable to locate package no-such-package-envbuild"]
+    assert "(exit code 100)" in error.message.splitlines()[0]
+
+
 def test_pip_conflict_keeps_the_conflicting_pins() -> None:
     lines = said("pip-conflict.txt")
     assert lines[0].startswith("ERROR: Cannot install app and other==1.0 because these package versions")
