@@ -220,8 +220,8 @@ def _failure(step: str | None, detail: str, log_path: str, causes: Causes | None
             f"docker build failed {where}" + "".join(f"\n    {line}" for line in lines),
             fix=f"read the full log: {log_path}",
         )
-    code = _EXIT_CODE.search(detail)
-    status = f" (exit code {code.group(1)})" if code else ""
+    codes = _EXIT_CODE.findall(detail)  # the builder's own line is the last: a tool may print one too
+    status = f" (exit code {codes[-1]})" if codes else ""
     more = [f"({causes.more} more such line(s) in the log)"] if causes.more else []
     return BuildError(
         f"docker build failed {where}{status}; the step's output says:"
