@@ -32,6 +32,7 @@ from envbuild.oci.reference import split_tag
 from envbuild.render.context import check_destination, render_files, write_context
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import build_plan
+from envbuild.render.wheelgap import require_wheels
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.query import parse_gpu
 from envbuild.spec.lockfile import lock_path
@@ -168,6 +169,9 @@ def build_spec(
     chosen_targets = spec.target(target)
     for chosen in chosen_targets:  # a usage error for all before any target starts
         check_destination(options.out_dir, chosen.name)
+    if lock is not None and options.wheelhouse is not None:  # a lock that outgrew it: before any build
+        names = {chosen.name for chosen in chosen_targets}
+        require_wheels(options.wheelhouse, [entry for entry in lock.targets if entry.name in names])
     results = build_all(chosen_targets, build_one, jobs=options.jobs)
     for record, _ in results:
         record.setdefault("smoke_device", device)

@@ -26,6 +26,7 @@ from collections import deque
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
 from envbuild.errors import BuildError, UsageError
+from envbuild.image.buildcause import Causes, StepWords, buildkit_output
 from envbuild.image.platforms import describe, host_platform, platform_of
 from envbuild.matrix.platforms import normalize
 
@@ -41,6 +42,11 @@ _API_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _BK_LINE = re.compile(r"^#(\d+) (.*)$")
 _BK_STEP = re.compile(r"^\[(?:([^\]\s]+) +)? *(\d+)/(\d+)\] (.*)$")
 _ERROR_WORD = re.compile(r"error", re.IGNORECASE)
+# the step's exit status in BuildKit's "executor failed running [...]: exit code: 100" (or "did not
+# complete successfully: exit code: 100") and the classic builder's "returned a non-zero code: 100"
+_EXIT_CODE = re.compile(r"(?:exit code:|non-zero code:) (\d+)")
+_STDERR_START = "\x1b[91m"  # the classic builder's colour around a RUN's stderr
+_STEP_WIDTH = 160  # characters of a failed step's instruction in the error
 
 
 class BuildResult(Record):
@@ -204,9 +210,44 @@ def check_platform(image_id: str, platform: str, *, log_path: str | None = None)
     return found
 
 
-def _failure(step: str | None, detail: str, log_path: str) -> BuildError:
+def _failure(step: str | None, detail: str, log_path: str, causes: Causes | None = None) -> BuildError:
+    """The build's error: the step, then the lines in which its tool said why (buildcause) or, when it
+    said nothing recognisable, the builder's own error lines; build.log holds the rest."""
     where = f"at step {step}" if step else "before the first step"
-    return BuildError(f"docker build failed {where}: {redact(detail)}", fix=f"read the full log: {log_path}")
+    if causes is None or not causes.lines:
+        lines = [line for line in redact(detail).splitlines() if line.strip()]
+        return BuildError(
+            f"docker build failed {where}" + "".join(f"\n    {line}" for line in lines),
+            fix=f"read the full log: {log_path}",
+        )
+    codes = _EXIT_CODE.findall(detail)  # the builder's own line is the last: a tool may print one too
+    status = f" (exit code {codes[-1]})" if codes else ""
+    more = [f"({causes.more} more such line(s) in the log)"] if causes.more else []
+    return BuildError(
+        f"docker build failed {where}{status}; the step's output says:"
+        + "".join(f"\n    {line}" for line in (*causes.lines, *more)),
+        fix=f"read the full log: {log_path}",
+    )
+
+
+def step_name(number: str, total: str, instruction: str) -> str:
+    """ "8/10: RUN /opt/envbuild-uv/uv pip install ... -r /opt/envbuild/requirements.txt": a RUN's
+    --mount flags left out (every envbuild RUN has them) and a long instruction cut between words in
+    its middle, so the command and what it installs both stay in view."""
+    words = instruction.split()
+    if words[:1] == ["RUN"]:
+        words = [words[0], *(w for w in words[1:] if not w.startswith("--mount="))]
+    if len(" ".join(words)) > _STEP_WIDTH:
+        head: list[str] = []
+        while words and len(" ".join([*head, words[0]])) <= _STEP_WIDTH // 2:
+            head.append(words.pop(0))
+        tail: list[str] = []
+        while words and len(" ".join([words[-1], *tail])) <= _STEP_WIDTH // 2:
+            tail.insert(0, words.pop())
+        if words and len(head) < 2:  # one word longer than the room: cut it
+            head, tail = [" ".join(head + words + tail)[: _STEP_WIDTH // 2]], []
+        words = [*head, "…", *tail] if words else [*head, *tail]
+    return f"{number}/{total}: {' '.join(words)}"
 
 
 def _build_api(
@@ -229,10 +270,8 @@ def _build_api(
             f"cannot reach the Docker Engine: {redact(str(exc))}",
             fix="start dockerd, or set DOCKER_HOST to its socket",
         ) from exc
-    step: str | None = None
-    steps = 0
+    output = ClassicOutput(progress)
     image_id: str | None = None
-    short_id: str | None = None
     stream: Any = None
     try:
         stream = client.build(
@@ -251,37 +290,78 @@ def _build_api(
             text = redact(chunk.get("stream") or "")
             if text:
                 log.write(text)
-                for line in text.splitlines():
-                    match = _API_STEP.match(line.strip())
-                    if match:
-                        steps += 1
-                        step = f"{match.group(1)}/{match.group(2)} ({match.group(3)})"
-                        if progress:
-                            progress(f"step {match.group(1)}/{match.group(2)}: {match.group(3)}")
-                    elif line.startswith("Successfully built "):
-                        short_id = line.split()[-1]
+                output.feed(text)
             if "status" in chunk:
                 log.write(redact(f"{chunk['status']} {chunk.get('progress', '')}".rstrip()) + "\n")
             if "error" in chunk or "errorDetail" in chunk:
                 detail = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message") or str(chunk)
                 detail = redact(str(detail))
                 log.write(f"ERROR: {detail}\n")
-                raise _failure(step, detail.strip(), log_path)
+                raise output.failure(detail.strip(), log_path)
             aux = chunk.get("aux")
             if isinstance(aux, dict) and aux.get("ID"):
                 image_id = aux["ID"]
-        if image_id is None and short_id is not None:
-            image_id = client.inspect_image(short_id)["Id"]
+        output.flush()
+        if image_id is None and output.short_id is not None:
+            image_id = client.inspect_image(output.short_id)["Id"]
     except docker.errors.DockerException as exc:
         log.write(f"ERROR: {redact(str(exc))}\n")
-        raise _failure(step, str(exc), log_path) from None
+        raise _failure(output.step, str(exc), log_path) from None
     finally:
         if stream is not None and hasattr(stream, "close"):
             stream.close()
         client.close()  # drops the connection: an interrupted build is cancelled by the Engine
     if image_id is None:
-        raise _failure(step, "the Engine reported no image id", log_path)
-    return image_id, steps
+        raise _failure(output.step, "the Engine reported no image id", log_path)
+    return image_id, output.steps
+
+
+class ClassicOutput:
+    """The classic builder's stream text, read as it comes: the step it is at ("Step 4/10 : RUN ..."),
+    the steps seen, the short id of "Successfully built", and what each step printed (buildcause)."""
+
+    def __init__(self, progress: Callable[[str], None] | None = None) -> None:
+        self.progress = progress
+        self.step: str | None = None  # "4/10: RUN ..." (step_name)
+        self.number: str = ""  # the step's number: the key of its lines in `words`
+        self.steps = 0
+        self.short_id: str | None = None
+        self.words = StepWords()
+        self._pending = ""  # a line's start, until its end arrives
+
+    def feed(self, text: str) -> None:
+        """One chunk of the Engine's `stream` text. A chunk may hold part of a line (apt's "Building
+        dependency tree..." arrives without its newline), and the RUN's stderr arrives in chunks of
+        its own, wrapped in colour (ESC[91m ... ESC[0m), which may land inside a stdout line: a
+        stderr chunk starts a line of its own."""
+        text = self._pending + text.replace(_STDERR_START, "\n" + _STDERR_START)
+        *lines, self._pending = text.split("\n")
+        for line in lines:
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        match = _API_STEP.match(line.strip())
+        if match:
+            number, total, instruction = match.groups()
+            self.steps += 1
+            self.number, self.step = number, step_name(number, total, instruction)
+            if self.progress:
+                self.progress(f"step {number}/{total}: {instruction}")
+        elif line.startswith("Successfully built "):
+            self.short_id = line.split()[-1]
+        else:
+            self.words.add(self.number, line)
+
+    def flush(self) -> None:
+        """The stream ended: its last line, if it had no newline, is a line too."""
+        if self._pending:
+            self._line(self._pending)
+            self._pending = ""
+
+    def failure(self, detail: str, log_path: str) -> BuildError:
+        """The error for the Engine's error message `detail` (the step's `returned a non-zero code`)."""
+        self.flush()
+        return _failure(self.step, detail, log_path, self.words.causes(self.number))
 
 
 def _build_buildkit(
@@ -310,12 +390,7 @@ def _build_buildkit(
         command += ["--label", f"{key}={value}"]
     command.append(context)
     log.write("$ " + " ".join(command) + "\n")
-    titles: dict[str, str] = {}  # vertex "#7" -> its first line, e.g. "[ 4/10] RUN ..."
-    seen: set[tuple[str, str]] = set()
-    failed_vertex: str | None = None
-    last_step: str | None = None
-    errors: deque[str] = deque(maxlen=15)
-    tail: deque[str] = deque(maxlen=15)
+    output = BuildKitOutput(progress)
     try:
         proc = subprocess.Popen(
             command,
@@ -336,45 +411,15 @@ def _build_buildkit(
         for line in proc.stdout:
             line = redact(line)
             log.write(line)
-            line = line.rstrip("\n")
-            tail.append(line)
-            if _ERROR_WORD.search(line):
-                errors.append(line)
-            match = _BK_LINE.match(line)
-            if not match:
-                continue
-            vertex, rest = match.groups()
-            if vertex not in titles:
-                titles[vertex] = rest
-                step = _BK_STEP.match(rest)
-                if step:
-                    stage, n, m, instruction = step.groups()
-                    last_step = f"{n}/{m} ({instruction})"
-                    if (stage or "", n) not in seen:
-                        seen.add((stage or "", n))
-                        if progress:
-                            text = f"[{stage}] {instruction}" if stage else instruction
-                            progress(f"step {n}/{m}: {text}")
-            elif rest.startswith("ERROR") and failed_vertex is None:
-                failed_vertex = vertex
+            output.feed(line.rstrip("\n"))
         code = proc.wait()
         if code != 0:
-            if failed_vertex is not None:
-                step_match = _BK_STEP.match(titles[failed_vertex])
-                if step_match:
-                    _, n, m, instruction = step_match.groups()
-                    where = f"{n}/{m} ({instruction})"
-                else:
-                    where = titles[failed_vertex]
-            else:
-                where = last_step
-            detail = "\n".join(dict.fromkeys(errors or tail)) or f"exit status {code}"
-            raise _failure(where, f"exit status {code}\n{detail}", log_path)
+            raise output.failure(code, log_path)
         with open(iidfile, encoding="utf-8") as handle:
             image_id = handle.read().strip()
         if not image_id.startswith("sha256:"):
-            raise _failure(last_step, f"unexpected image id {image_id!r} in --iidfile", log_path)
-        return image_id, len(seen)
+            raise _failure(output.last_step, f"unexpected image id {image_id!r} in --iidfile", log_path)
+        return image_id, len(output.seen)
     except BaseException:
         if proc.poll() is None:
             proc.kill()
@@ -386,6 +431,74 @@ def _build_buildkit(
         if proc.stdout is not None:
             proc.stdout.close()
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+class BuildKitOutput:
+    """`docker build --progress=plain` read line by line: each vertex's title, the steps seen, the
+    vertex that failed, the builder's error lines, and what each step printed (buildcause)."""
+
+    def __init__(self, progress: Callable[[str], None] | None = None) -> None:
+        self.progress = progress
+        self.titles: dict[str, str] = {}  # vertex "#7" -> its first line, e.g. "[ 4/10] RUN ..."
+        self.seen: set[tuple[str, str]] = set()
+        # vertices that printed ERROR and not DONE after it, in order: BuildKit 20.10 also prints
+        # "#5 ERROR: <id> not found" for a cache record gone missing, then runs the step and goes on
+        self.errored: dict[str, None] = {}
+        self.last_step: str | None = None
+        self.errors: deque[str] = deque(maxlen=15)
+        self.tail: deque[str] = deque(maxlen=15)
+        self.words = StepWords()
+
+    def feed(self, line: str) -> None:
+        """One line of the client's output, without its newline (and already redacted)."""
+        self.tail.append(line)
+        if _ERROR_WORD.search(line):
+            self.errors.append(line)
+        match = _BK_LINE.match(line)
+        if not match:
+            return
+        vertex, rest = match.groups()
+        if vertex not in self.titles:
+            self.titles[vertex] = rest
+            step = _BK_STEP.match(rest)
+            if step:
+                stage, n, m, instruction = step.groups()
+                self.last_step = step_name(n, m, instruction)
+                if (stage or "", n) not in self.seen:
+                    self.seen.add((stage or "", n))
+                    if self.progress:
+                        text = f"[{stage}] {instruction}" if stage else instruction
+                        self.progress(f"step {n}/{m}: {text}")
+        elif rest.startswith("ERROR"):
+            self.errored.pop(vertex, None)
+            self.errored[vertex] = None  # the latest last
+        elif rest.startswith(("DONE", "CACHED")):
+            self.errored.pop(vertex, None)
+        else:
+            printed = buildkit_output(rest)
+            if printed is not None:
+                self.words.add(vertex, printed)
+
+    @property
+    def failed_vertex(self) -> str | None:
+        """The vertex whose error stopped the build: the last to print ERROR without DONE after it."""
+        return next(reversed(self.errored), None)
+
+    def failure(self, code: int, log_path: str) -> BuildError:
+        """The error for a client that exited `code`: the failed vertex's step and what it printed."""
+        failed = self.failed_vertex
+        if failed is not None:
+            step_match = _BK_STEP.match(self.titles[failed])
+            if step_match:
+                _, n, m, instruction = step_match.groups()
+                where: str | None = step_name(n, m, instruction)
+            else:
+                where = self.titles[failed]
+        else:
+            where = self.last_step
+        detail = "\n".join(dict.fromkeys(self.errors or self.tail)) or f"exit status {code}"
+        causes = self.words.causes(failed)
+        return _failure(where, f"exit status {code}\n{detail}", log_path, causes)
 
 
 class Progress:

@@ -290,6 +290,7 @@ def render_spec(
     check_output_dir(out_dir)
     lock = lock_for_render(spec, matrix.digest, key=lock_key, allow_edited=allow_edited_lock, warn=warn)
     targets: list[tuple[str, tuple[str, ...], list[tuple[Plan, dict[str, bytes]]]]] = []
+    entries: list[LockedTarget] = []  # the lock's entries rendered, for the wheelhouse check
     for chosen in spec.target(target):
         platforms = target_platforms(matrix, chosen.stack)
         parts = []
@@ -307,8 +308,13 @@ def render_spec(
             )
             if locked is not None:
                 require_match(locked, plan, lock_path(spec.path))
+                entries.append(locked)
             parts.append((plan, render_files(plan)))
         targets.append((chosen.name, platforms, parts))
+    if write and wheelhouse is not None and entries:
+        from envbuild.render.wheelgap import require_wheels
+
+        require_wheels(wheelhouse, entries)  # a lock that outgrew the wheelhouse: before anything is written
     if write:
         for name, _, _ in targets:  # every destination is checked before any is written
             check_destination(out_dir, name)

@@ -74,7 +74,7 @@ def installs_on(filename: str, image_platform: str) -> bool:
     )
 
 
-def _wheel_files(directory: str, image_platform: str | None = None) -> list[str]:
+def wheel_files(directory: str, image_platform: str | None = None) -> list[str]:
     """The *.whl names in the wheelhouse, each a regular file (a directory named x.whl is refused);
     with `image_platform`, only those that install on it."""
     try:
@@ -100,6 +100,14 @@ def _wheel_files(directory: str, image_platform: str | None = None) -> list[str]
     return wheels
 
 
+def require_directory(directory: str) -> None:
+    if not os.path.isdir(directory):
+        raise UsageError(
+            f"--wheelhouse {directory} is not a directory",
+            fix="make one with `pip download -d DIR ...` for the image's Python and platform",
+        )
+
+
 def framework_closure(
     directory: str, requirements: tuple[str, ...], python: str, image_platform: str = DEFAULT_PLATFORM
 ) -> set[str]:
@@ -107,7 +115,7 @@ def framework_closure(
     from packaging.requirements import InvalidRequirement, Requirement
 
     wheels: dict[str, list[str]] = {}
-    for filename in _wheel_files(directory, image_platform):
+    for filename in wheel_files(directory, image_platform):
         match = _WHEEL_RE.match(filename)
         if match:
             wheels.setdefault(canonical(match.group("name")), []).append(filename)
@@ -152,11 +160,7 @@ def split_wheelhouse(
     install on `image_platform`; with `cuda`, the framework's CUDA wheels (envbuild.render.cudalayer)
     into destination/cuda, the CUDA layer's only wheel input, which a framework patch release leaves
     unchanged."""
-    if not os.path.isdir(directory):
-        raise UsageError(
-            f"--wheelhouse {directory} is not a directory",
-            fix="make one with `pip download -d DIR ...` for the image's Python and platform",
-        )
+    require_directory(directory)
     closure = framework_closure(directory, requirements, python, image_platform)
     framework_names = {
         canonical(r.split("[")[0].split("=")[0].split("<")[0].split(">")[0]) for r in requirements
@@ -172,7 +176,7 @@ def split_wheelhouse(
     parts = ("framework", "user", "cuda") if cuda else ("framework", "user")
     for part in parts:
         os.makedirs(os.path.join(destination, part), exist_ok=True)
-    for filename in _wheel_files(directory, image_platform):
+    for filename in wheel_files(directory, image_platform):
         source = os.path.join(directory, filename)
         part = "framework" if filename in closure else "user"
         if cuda and part == "framework" and is_cuda_package(filename.split("-")[0]):

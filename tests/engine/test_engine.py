@@ -96,6 +96,25 @@ def test_a_failing_run_names_the_step(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failing_step_quotes_its_tools_cause(
+    tmp_path: Path, bookworm_image: str, image_ids: list[str], backend: str
+) -> None:
+    """apt-get itself, with no package lists, for a package the image cannot have: the error quotes
+    apt's E: line and its exit status, on both builders (the classic one wraps stderr in colour)."""
+    ctx = context(tmp_path, "RUN apt-get install -y --no-install-recommends no-such-package-envbuild")
+    log = tmp_path / "build.log"
+    with pytest.raises(BuildError) as raised:
+        build_image(ctx, backend=backend, log_path=str(log), no_cache=True)
+    lines = raised.value.message.splitlines()
+    assert lines[0] == (
+        "docker build failed at step 2/2: RUN apt-get install -y --no-install-recommends "
+        "no-such-package-envbuild (exit code 100); the step's output says:"
+    )
+    assert lines[1:] == ["    E: Unable to locate package no-such-package-envbuild"]
+    assert raised.value.fix == f"read the full log: {log}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_an_interrupt_stops_the_build_and_propagates(
     tmp_path: Path, bookworm_image: str, image_ids: list[str], backend: str
 ) -> None:

@@ -1,5 +1,5 @@
 """A lock on the real registry and Engine: the base image pinned by digest, and a tampered hash
-failing the build."""
+refused before the build (the wheelhouse checked against the lock) and failing the build itself."""
 
 from __future__ import annotations
 
@@ -95,11 +95,22 @@ def test_locked_build_checks_hashes_and_a_tampered_one_fails(
 
     path = tmp_path / "envbuild.lock"
     six = next(p for p in locked.targets[0].packages if p.name == "six")
-    path.write_text(path.read_text().replace(six.hashes[0], "sha256:" + "0" * 64))
-    # render refuses a hand-edited lock; overridden for an emergency, uv's hash check still judges it
+    forged = "sha256:" + "0" * 64
+    path.write_text(path.read_text().replace(six.hashes[0], forged))
+    # render refuses a hand-edited lock; overridden for an emergency, the wheelhouse is checked against
+    # it before anything is written: its six wheel is not the one the edited lock pins (issue 32)
     assert main(["render", "-f", str(tmp_path / "envbuild.toml"), "-o", str(tmp_path / "refused")]) == 1
     assert "edited by hand" in capsys.readouterr().err
-    bad = build("envbuild-test/locked:bad", "--allow-edited-lock")
+    args = ["-o", str(tmp_path / "edited"), "--wheelhouse", str(wheelhouse), "--base-image", ref]
+    assert main(["render", "-f", str(tmp_path / "envbuild.toml"), *args, "--allow-edited-lock"]) == 2
+    err = capsys.readouterr().err
+    assert "six==1.16.0: six-1.16.0-py2.py3-none-any.whl differs from the lock" in err
+    assert not (tmp_path / "edited" / "default").exists()
+    # and inside the build uv judges every hash itself: the good context with that pin fails there
+    requirements = tmp_path / "build" / "default" / "requirements.txt"
+    requirements.write_text(requirements.read_text().replace(six.hashes[0], forged))
+    context = str(tmp_path / "build" / "default")
+    bad = docker("build", "--progress=plain", "-t", "envbuild-test/locked:bad", context, check=False)
     docker("rmi", "-f", "envbuild-test/locked:bad", check=False)
     assert bad.returncode != 0
     log = bad.stdout + bad.stderr
