@@ -295,6 +295,7 @@ def build_target(
                 # the image carries these (smoke_checks.json); asked for too, so the report must show each
                 imports=spec.smoke.imports or None,
                 command=spec.smoke.command,
+                say=lambda line: say(f"{target.name}: {line}"),
             )
             record["smoke"] = verification.report
             record["report_digest"] = report_digest(

@@ -390,6 +390,8 @@ def verify(args: argparse.Namespace) -> int:
             **settings.values(),
             imports=tuple(args.smoke_imports) if args.smoke_imports else None,
             command=args.smoke_command,
+            # the Engine's container streams the program's progress lines as they come
+            **({"say": lambda line: print(line, file=sys.stderr)} if runtime == "docker" else {}),
         )
     if args.report:
         save_report(args.report, result)

@@ -24,7 +24,7 @@ import re
 import sys
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
@@ -43,7 +43,17 @@ from envbuild.smoke import (
     DEVICES,
     smoke_command,
 )
-from envbuild.smoke.report import gate_problems, parse_report, redact_checks, validate
+from envbuild.smoke.report import (
+    PROGRESS_PREFIX,
+    gate_problems,
+    parse_report,
+    redact_checks,
+    validate,
+    without_progress,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _NO_GPU_RE = re.compile(r'could not select device driver "[^"]*" with capabilities: \[\[[^\]]*\bgpu\b')
 _CUDA_CONDITION_RE = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+)\.(\d+)")
@@ -155,11 +165,13 @@ def verify_image(
     env: dict[str, str] | None = None,
     imports: tuple[str, ...] | None = None,
     command: str | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> Verification:
     """Run the image's smoke program in a throw-away container; the container never outlives the call.
 
     imports / command: the checks to run after the training step instead of the image's (None: the
-    image's own [smoke] checks, if it has any)."""
+    image's own [smoke] checks, if it has any). say: gets the program's progress lines as they come
+    (SmokeProgress)."""
     if device not in DEVICES:
         raise UsageError(f"smoke device {device!r} is not valid", fix="use one of: cpu, gpu")
     import docker
@@ -218,6 +230,7 @@ def verify_image(
             container.start()
         except docker.errors.APIError as exc:
             raise _engine_error(exc, "start") from None
+        watching = SmokeProgress(container, say) if say else None
         try:
             result = container.wait(timeout=timeout)
         except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as exc:
@@ -231,6 +244,8 @@ def verify_image(
                 fix="check that dockerd is healthy (`docker info`) and retry",
             ) from None
         seconds = round(time.monotonic() - started, 3)
+        if watching is not None:
+            watching.finish()
         exit_code = int(result.get("StatusCode", -1))
         stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
         stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
@@ -268,6 +283,44 @@ def asked_checks(imports: tuple[str, ...] | None, command: str | None) -> tuple[
     return (*asked, *((("command", command),) if command is not None else ()))
 
 
+PROGRESS_WIDTH = 200  # characters of one progress line shown
+
+
+class SmokeProgress:
+    """Shows the smoke program's progress lines (importing, each training step, each check) while the
+    container runs: a thread follows the container's stderr and says each such line, redacted and cut
+    to PROGRESS_WIDTH; any other line is left for the report's judging. The stream ends when the
+    container does; `finish` waits a moment for the last lines, and a stream error ends the showing,
+    never the smoke step."""
+
+    def __init__(self, container: Any, say: Callable[[str], None]) -> None:
+        import threading
+
+        self.container = container
+        self.say = say
+        self.thread = threading.Thread(target=self._follow, name="envbuild-smoke-progress", daemon=True)
+        self.thread.start()
+
+    def _follow(self) -> None:
+        pending = b""
+        try:
+            for chunk in self.container.logs(stream=True, follow=True, stdout=False, stderr=True):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    self._show(line.decode("utf-8", "replace"))
+        except Exception:  # the Engine closed the stream, or the container is gone: nothing to show
+            return
+
+    def _show(self, line: str) -> None:
+        if line.startswith(PROGRESS_PREFIX):
+            text = redact(line[len(PROGRESS_PREFIX) :].strip())
+            self.say(f"smoke: {text[:PROGRESS_WIDTH]}")
+
+    def finish(self) -> None:
+        self.thread.join(timeout=5)
+
+
 def judge_output(
     stdout: str,
     stderr: str,
@@ -287,6 +340,7 @@ def judge_output(
 
     checks: the (kind, name) of the checks the run was asked for (asked_checks); a passing report must
     show each of them run. The user's checks print what they like, so their text is redacted here."""
+    stderr = without_progress(stderr)  # the error a failed run explains itself with, not its steps
     report = parse_report(stdout)
     if report is None:
         tail = tail_lines(stderr) or tail_lines(stdout)

@@ -27,6 +27,7 @@ from envbuild.smoke.programs.smoke_common import (
     GPU_GATES,
     LOSSES_KEPT,
     PRECISIONS,
+    PROGRESS_PREFIX,
     loss_problem,
 )
 
@@ -34,6 +35,11 @@ if TYPE_CHECKING:
     from typing import Any
 
 _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+
+def without_progress(text: str) -> str:
+    """The smoke program's stderr without its progress lines: what a failed run explains itself with."""
+    return "".join(line for line in text.splitlines(True) if not line.startswith(PROGRESS_PREFIX))
 
 
 def load_schema() -> dict[str, Any]:

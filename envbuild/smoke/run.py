@@ -15,7 +15,7 @@ import tempfile
 
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.smoke import DEFAULT_TIMEOUT_S, FRAMEWORKS, program_files
-from envbuild.smoke.report import parse_report, redact_checks, validate
+from envbuild.smoke.report import parse_report, redact_checks, validate, without_progress
 
 
 def detect_framework() -> str:
@@ -76,7 +76,7 @@ def run_smoke(
             ) from None
     report = parse_report(done.stdout)
     if report is None:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        tail = (without_progress(done.stderr) or done.stdout).strip().splitlines()[-5:]
         raise EnvbuildError(
             f"the {framework} smoke program printed no JSON report (exit {done.returncode})",
             fix="its last output was: " + " | ".join(tail) if tail else None,

@@ -57,7 +57,8 @@ def passed_report(torch_report: Path) -> dict:
 
 
 def test_verify_cpu_passes_and_leaves_no_container(torch_image: str) -> None:
-    verification = verify_image(torch_image, device="cpu", steps=10, timeout=300)
+    shown: list[str] = []
+    verification = verify_image(torch_image, device="cpu", steps=10, timeout=300, say=shown.append)
     assert isinstance(verification, Verification)
     report = verification.report
     assert verification.passed is True and verification.exit_code == 0, report
@@ -67,6 +68,10 @@ def test_verify_cpu_passes_and_leaves_no_container(torch_image: str) -> None:
     assert report["gates"]["training"] == "passed" and report["gates"]["import"] == "passed"
     assert report["gates"]["driver"].startswith("skipped")
     assert smoke_containers() == []
+    # issue 32: the program's progress, shown while the container ran: the import, then its steps
+    assert shown[0] == "smoke: importing torch" and shown[1].startswith("smoke: imported in ")
+    steps = [line for line in shown if line.startswith("smoke: step ")]
+    assert steps[0].startswith("smoke: step 1/10: loss ") and steps[-1].startswith("smoke: step 10/10: loss ")
 
 
 def test_verify_gpu_without_toolkit_says_so_and_leaves_no_container(torch_image: str) -> None:

@@ -309,6 +309,7 @@ class JaxProgram(common.Program):
                         params, adam_m, adam_v, count, scale, x, y
                     )
                     losses.append(float(loss))
+                    clock.step(index + 1, steps, losses[-1])
                     if index == 0:
                         report["timings_s"]["first_step_with_compile"] = round(clock.elapsed(), 3)
                 final_loss = float(loss_fn(params, x, y))

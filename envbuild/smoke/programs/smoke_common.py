@@ -596,12 +596,25 @@ def timed_collective(report, function, count, timeout):
     record_allreduce(report, float(value), count, seconds, timeout)
 
 
+PROGRESS_PREFIX = "envbuild-smoke: "  # stderr lines the runner shows as they come (envbuild.image.verify)
+PROGRESS_EVERY_S = 2.0  # a training step line at most this often (the first and last always)
+
+
+def progress(text):
+    """One progress line on stderr, flushed so `envbuild verify` shows it while the step runs (the
+    report is stdout's); a closed stderr loses the line, never the step."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(PROGRESS_PREFIX + text + "\n")
+        sys.stderr.flush()
+
+
 def import_framework(report, modules, broken_hint):
     """Import the framework (the first of `modules` is returned), timing it and recording the import
     gate; None when it is missing or does not load."""
     import importlib
 
     started = time.perf_counter()
+    progress(f"importing {', '.join(modules)}")
     try:
         loaded = [importlib.import_module(name) for name in modules]
     except ImportError as exc:
@@ -612,6 +625,7 @@ def import_framework(report, modules, broken_hint):
         return None
     report["timings_s"]["import"] = round(time.perf_counter() - started, 3)
     passed(report, "import")
+    progress(f"imported in {report['timings_s']['import']:.1f} s")
     return loaded[0]
 
 
@@ -764,8 +778,10 @@ def run_checks(report, checks, on_gpu):
         env["CUDA_VISIBLE_DEVICES"] = ""
     started = time.perf_counter()
     for name in checks["imports"]:
+        progress(f"check: import {name}")
         check_import(report, name, env)
     if checks["argv"]:
+        progress(f"check: {checks['command']}")
         check_command(report, checks["command"], checks["argv"], env)
     report["timings_s"]["checks"] = round(time.perf_counter() - started, 3)
     passed(report, CHECKS_GATE)
@@ -1048,12 +1064,21 @@ class TrainingClock:
 
     def __enter__(self):
         self.started = time.perf_counter()
+        self.said = None
         if self.monitor is not None:
             self.monitor.__enter__()
         return self
 
     def elapsed(self):
         return time.perf_counter() - self.started
+
+    def step(self, done, steps, loss):
+        """A progress line after training step `done` of `steps`: the first, the last, and one every
+        PROGRESS_EVERY_S between (a first step on a GPU compiles kernels for seconds)."""
+        now = time.perf_counter()
+        if done in (1, steps) or self.said is None or now - self.said >= PROGRESS_EVERY_S:
+            self.said = now
+            progress(f"step {done}/{steps}: loss {loss:.4g} ({now - self.started:.1f} s)")
 
     def __exit__(self, *exc_info):
         self.seconds = self.elapsed()

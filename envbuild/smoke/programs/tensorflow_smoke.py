@@ -261,6 +261,7 @@ class TensorflowProgram(common.Program):
                 for index in range(steps):
                     loss, prediction = train_step(x, y)
                     losses.append(float(loss.numpy()))
+                    clock.step(index + 1, steps, losses[-1])
                     if index == 0:
                         report["timings_s"]["first_step_with_trace"] = round(clock.elapsed(), 3)
                         step_device = device_of(tf, prediction)

@@ -275,7 +275,7 @@ class TorchProgram(common.Program):
         output_dtype = None
         output_device = None
         with common.TrainingClock(report, device.type == "cuda") as clock:
-            for _ in range(steps):
+            for index in range(steps):
                 optimizer.zero_grad(set_to_none=True)
                 with autocast():
                     prediction = model(x)
@@ -293,6 +293,7 @@ class TorchProgram(common.Program):
                     loss.backward()
                     optimizer.step()
                 losses.append(float(loss.item()))
+                clock.step(index + 1, steps, losses[-1])
             with torch.no_grad(), autocast():
                 final_loss = float(torch.nn.functional.mse_loss(model(x).float(), y).item())
             if device.type == "cuda":
