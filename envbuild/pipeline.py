@@ -21,6 +21,7 @@ from envbuild._util.files import file_sha256, write_atomic
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact, redact_values
 from envbuild.attest import inputs as attest_inputs
+from envbuild.audit.skip import merge as merge_skips
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.auditgate import audit_gate, summary
@@ -40,6 +41,7 @@ from envbuild.spec.lockfile import lock_path
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from envbuild.audit.skip import AuditSkip
     from envbuild.matrix.model import Matrix
     from envbuild.spec.lockfile import Lock, LockedTarget
     from envbuild.spec.model import Spec, Target
@@ -99,6 +101,7 @@ class BuildOptions(Record):
         "lock_key",
         "allow_edited_lock",
         "sign_key",
+        "skip_audit",
     )
     out_dir: str
     builder: str  # auto | api | buildkit
@@ -111,6 +114,10 @@ class BuildOptions(Record):
     lock_key: bytes | None  # the HMAC key a sealed lock is checked with (spec.lockseal)
     allow_edited_lock: bool  # build from a lock whose seal fails, with a warning: emergencies only
     sign_key: str | None  # a PEM key: the attached SBOM and provenance are DSSE envelopes it signed
+    skip_audit: tuple[AuditSkip, ...]  # --skip-audit: added to the spec's [audit] skip (a flag wins)
+
+    def __init__(self, *, skip_audit: tuple[AuditSkip, ...] = (), **values: object) -> None:
+        super().__init__(skip_audit=skip_audit, **values)
 
 
 def build_spec(
@@ -275,6 +282,7 @@ def build_target(
                 gpus,
                 plan.stack_document["framework"],
                 target.name,
+                skip=merge_skips(spec.audit_skip, options.skip_audit),
                 say=lambda line: say(f"{target.name}: {line}"),
                 wheels=wheels,
             )

@@ -53,6 +53,9 @@ P_AUDIT_SASS = (
 )
 P_AUDIT_PTX = "envbuild:audit:ptx"  # ... and the PTX, "compute_90"; absent: no device code (a CPU build)
 P_AUDIT_VERDICTS = "envbuild:audit:verdicts"  # per GPU the target names, "sm_90=native,sm_89=ptx-only"
+# one per library the team chose not to judge (--skip-audit, [audit] skip) that the image has:
+# "libtorch_cuda.so: REASON (--skip-audit)"; absent: every library was judged
+P_AUDIT_SKIPPED = "envbuild:audit:skipped"
 P_COMPAT = "envbuild:cuda:compat"  # native | minor-version | forward (the matrix's compat mode)
 # which copy of the CUDA libraries the framework loads (the stack's cuda_libraries, audit.loading):
 P_CUDA_LOADED_FROM = "envbuild:cuda:loaded-from"  # framework-wheels | base-image | conda-env
@@ -115,6 +118,15 @@ def sbom_property(sbom: dict, name: str) -> str | None:
             value = item.get("value")
             return value if isinstance(value, str) else None
     return None
+
+
+def sbom_properties(sbom: dict, name: str) -> list[str]:
+    """Every value of the SBOM's metadata property `name`, in order (envbuild:audit:skipped repeats)."""
+    return [
+        item["value"]
+        for item in (sbom.get("metadata") or {}).get("properties") or ()
+        if isinstance(item, dict) and item.get("name") == name and isinstance(item.get("value"), str)
+    ]
 
 
 def subject_digests(statement: dict) -> list[str]:

@@ -386,10 +386,16 @@ def _loaded(stack: dict) -> list[tuple[str, str | None]]:
 
 def _audited(audit: object) -> list[tuple[str, str | None]]:
     """What the audit gate measured in the framework's libraries (record["audit"]): the SASS and PTX
-    architectures it found, and its verdict per GPU the target names. A CPU build has neither."""
+    architectures it found, and its verdict per GPU the target names. A CPU build has neither. Each
+    library the team chose not to judge, and that the image has, is one envbuild:audit:skipped (a
+    CycloneDX property name may repeat), so a reader sees what the verdicts do not cover."""
     if not isinstance(audit, dict):
         return []
-    libraries = [lib for lib in audit.get("libraries") or () if isinstance(lib, dict) and lib.get("counts")]
+    libraries = [  # a skipped library was not judged: what it carries is no verdict's ground
+        lib
+        for lib in audit.get("libraries") or ()
+        if isinstance(lib, dict) and lib.get("counts") and not lib.get("skipped")
+    ]
     sass = sorted({str(arch) for lib in libraries for arch in lib.get("sass") or ()})
     ptx = sorted({str(arch) for lib in libraries for arch in lib.get("ptx") or ()})
     gpus = audit.get("gpus") if isinstance(audit.get("gpus"), dict) else {}
@@ -401,10 +407,16 @@ def _audited(audit: object) -> list[tuple[str, str | None]]:
     duplicated = [d for d in audit.get("duplicates") or () if isinstance(d, dict) and d.get("library")]
     copies = ",".join(sorted(f"{d['library']}={len(d.get('copies') or ())}" for d in duplicated))
     wasted = audit.get("duplicate_bytes")
+    skipped = [
+        (fields.P_AUDIT_SKIPPED, f"{entry['library']}: {entry['reason']} ({entry['source']})")
+        for entry in audit.get("skipped") or ()
+        if isinstance(entry, dict) and entry.get("paths") and entry.get("library") and entry.get("reason")
+    ]
     return [
         (fields.P_AUDIT_SASS, ",".join(sass) or None),
         (fields.P_AUDIT_PTX, ",".join(ptx) or None),
         (fields.P_AUDIT_VERDICTS, ",".join(verdicts) or None),
         (fields.P_AUDIT_DUPLICATES, copies or None),
         (fields.P_AUDIT_DUPLICATE_BYTES, wasted if duplicated and type(wasted) is int else None),
+        *skipped,
     ]

@@ -7,7 +7,7 @@ import json
 from envbuild.audit import duplicates
 from envbuild.audit.kernels import Kernels
 from envbuild.audit.libraries import FRAMEWORK_LIBRARIES
-from envbuild.audit.tree import UNREADABLE_FIX, Audit
+from envbuild.audit.tree import Audit, unreadable_fix
 from envbuild.audit.verdict import NO_KERNEL_MESSAGE, RUNS
 from envbuild.matrix.versions import format_cc, sm_name
 
@@ -39,6 +39,11 @@ def to_text(audit: Audit) -> str:
             f"  SASS: {_shown(library.kernels.sass)}",
             f"  PTX:  {_shown(library.kernels.ptx)}",
         ]
+        if library.skipped is not None:
+            lines.append(f"  not judged, skipped ({library.skipped.source}): {library.skipped.reason}")
+            if library.kernels.unread is not None:
+                lines.append(f"  {_how_read(library.kernels)}: {library.kernels.unread}")
+            continue
         if library.kernels.not_read:
             lines.append(f"  not read: {library.kernels.unread}")
             continue
@@ -56,7 +61,13 @@ def to_text(audit: Audit) -> str:
     for library in audit.unreadable:
         lines.append(f"error: {library.path}: not read ({library.kernels.unread})")
     if audit.unreadable:
-        lines.append(f"fix: {UNREADABLE_FIX}")
+        lines.append(f"fix: {unreadable_fix(audit.unreadable)}")
+    for skip in audit.skips:
+        paths = audit.skip_paths(skip)
+        if paths:
+            lines.append(f"skipped ({skip.source}): {skip.library}, not judged: {skip.reason}")
+        else:
+            lines.append(f"warning: {skip.source} {skip.library}: {audit.target} has no library of that name")
     if audit.framework_missing:
         wanted = ", ".join(FRAMEWORK_LIBRARIES[audit.framework])
         lines.append(
@@ -95,9 +106,10 @@ def to_document(audit: Audit) -> dict:
                 "sass": list(library.kernels.sass),
                 "ptx": list(library.kernels.ptx),
                 "counts": library.counts,
-                "verdicts": {} if library.kernels.not_read else dict(library.verdicts),
+                "verdicts": dict(library.verdicts) if library.judged else {},
                 "read": _how_read(library.kernels),
                 "unread": library.kernels.unread,
+                "skipped": None if library.skipped is None else library.skipped.reason,
             }
             for library in audit.libraries
         ],
@@ -107,6 +119,11 @@ def to_document(audit: Audit) -> dict:
         "without_device_code": list(audit.without_device_code),
         "duplicates": duplicates.document(audit.duplicates),
         "duplicate_bytes": duplicates.total_wasted(audit.duplicates),
+        "skipped": [skip.document(audit.skip_paths(skip)) for skip in audit.skips],
+        "warnings": [
+            f"{skip.source} {skip.library}: {audit.target} has no library of that name"
+            for skip in audit.skips_unmatched
+        ],
         "ok": audit.ok,
         "failures": [
             {"gpu": gpu, "library": path, "error": NO_KERNEL_MESSAGE} for gpu, path in audit.failures
@@ -115,7 +132,9 @@ def to_document(audit: Audit) -> dict:
         "runs": {
             g.name: not audit.framework_missing
             and not audit.unreadable
-            and all(dict(lib.verdicts)[g.name] in RUNS for lib in audit.libraries if lib.counts)
+            and all(
+                dict(lib.verdicts)[g.name] in RUNS for lib in audit.libraries if lib.counts and lib.judged
+            )
             for g in audit.gpus
         },
     }

@@ -8,6 +8,7 @@ import tempfile
 import zipfile
 import zlib
 
+from envbuild.audit.skip import AuditSkip
 from envbuild.audit.tree import Audit, audit_tree, is_shared_object_name
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Gpu
@@ -22,17 +23,20 @@ def is_local(target: str) -> bool:
     return target.startswith(("/", ".", "~")) or target.endswith(".whl") or is_shared_object_name(name)
 
 
-def audit_path(target: str, gpus: tuple[Gpu, ...], framework: str | None = None) -> Audit:
-    """Audit a local .so, directory or wheel; UsageError (exit 2) naming `target` for anything else."""
+def audit_path(
+    target: str, gpus: tuple[Gpu, ...], framework: str | None = None, skip: tuple[AuditSkip, ...] = ()
+) -> Audit:
+    """Audit a local .so, directory or wheel; UsageError (exit 2) naming `target` for anything else.
+    The libraries `skip` names are listed, not judged (audit.skip)."""
     if not os.path.exists(target):
         raise UsageError(
             f"audit {target}: no such file or directory",
             fix="give a .so, a directory of them, a .whl, a local image or REPO@sha256:...",
         )
     if os.path.isdir(target):
-        return audit_tree(target, gpus, target=target, framework=framework)
+        return audit_tree(target, gpus, target=target, framework=framework, skip=skip)
     if target.endswith(".whl"):
-        return _audit_wheel(target, gpus, framework)
+        return _audit_wheel(target, gpus, framework, skip)
     try:
         with open(target, "rb") as handle:
             magic = handle.read(4)
@@ -46,10 +50,12 @@ def audit_path(target: str, gpus: tuple[Gpu, ...], framework: str | None = None)
             fix="give a .so, a directory of them, a .whl, a local image or REPO@sha256:...",
         )
     root, name = os.path.split(os.path.abspath(target))
-    return audit_tree(root, gpus, target=target, framework=framework, only=(name,))
+    return audit_tree(root, gpus, target=target, framework=framework, only=(name,), skip=skip)
 
 
-def _audit_wheel(target: str, gpus: tuple[Gpu, ...], framework: str | None) -> Audit:
+def _audit_wheel(
+    target: str, gpus: tuple[Gpu, ...], framework: str | None, skip: tuple[AuditSkip, ...]
+) -> Audit:
     try:
         archive = zipfile.ZipFile(target)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -63,4 +69,4 @@ def _audit_wheel(target: str, gpus: tuple[Gpu, ...], framework: str | None) -> A
             raise UsageError(
                 f"audit {target}: not a readable wheel ({exc})", fix="download it again"
             ) from None
-        return audit_tree(root, gpus, target=target, framework=framework)
+        return audit_tree(root, gpus, target=target, framework=framework, skip=skip)

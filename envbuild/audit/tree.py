@@ -11,6 +11,7 @@ from envbuild._util.record import Record
 from envbuild.audit.duplicates import Duplicate, find_duplicates
 from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
 from envbuild.audit.libraries import check_framework, counts_for, framework_of
+from envbuild.audit.skip import EXAMPLE, AuditSkip
 from envbuild.audit.verdict import RUNS, judge
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Gpu
@@ -19,25 +20,46 @@ from envbuild.matrix.model import Gpu
 class LibraryAudit(Record):
     """One library with device code, or one cuobjdump could not read to the end (kernels.unread): a
     partly read one is judged by the entries it listed; a library not read at all has no verdict
-    that means anything, so it is never among `failures`: `unreadable` says it instead."""
+    that means anything, so it is never among `failures`: `unreadable` says it instead.
 
-    __slots__ = ("path", "kernels", "counts", "verdicts")
+    skipped: None, or the skip (--skip-audit, [audit] skip) that says why it is not judged: it keeps
+    its listing, has no verdicts and is never among `failures` or `unreadable`."""
+
+    __slots__ = ("path", "kernels", "counts", "verdicts", "skipped")
     path: str  # inside the artifact, "/"-separated
     kernels: Kernels
     counts: bool  # a library the framework loads its kernels from
     verdicts: tuple[tuple[str, str], ...]  # (GPU name, verdict), in the order the GPUs were given
+    skipped: AuditSkip | None
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        kernels: Kernels,
+        counts: bool,
+        verdicts: tuple[tuple[str, str], ...],
+        skipped: AuditSkip | None = None,
+    ) -> None:
+        super().__init__(path=path, kernels=kernels, counts=counts, verdicts=verdicts, skipped=skipped)
+
+    @property
+    def judged(self) -> bool:
+        """Whether a verdict of it means anything: listed (if only in part), and not skipped."""
+        return self.skipped is None and not self.kernels.not_read
 
 
 class Audit(Record):
     """duplicates: the CUDA libraries present more than once (audit.duplicates), a warning only."""
 
-    __slots__ = ("target", "framework", "gpus", "libraries", "without_device_code", "duplicates")
+    __slots__ = ("target", "framework", "gpus", "libraries", "without_device_code", "duplicates", "skips")
     target: str
     framework: str | None
     gpus: tuple[Gpu, ...]
     libraries: tuple[LibraryAudit, ...]  # those with device code
     without_device_code: tuple[str, ...]
     duplicates: tuple[Duplicate, ...]
+    skips: tuple[AuditSkip, ...]  # every skip asked for, whether the artifact has its library or not
 
     def __init__(
         self,
@@ -48,6 +70,7 @@ class Audit(Record):
         libraries: tuple[LibraryAudit, ...],
         without_device_code: tuple[str, ...],
         duplicates: tuple[Duplicate, ...] = (),
+        skips: tuple[AuditSkip, ...] = (),
     ) -> None:
         super().__init__(
             target=target,
@@ -56,6 +79,7 @@ class Audit(Record):
             libraries=libraries,
             without_device_code=without_device_code,
             duplicates=duplicates,
+            skips=skips,
         )
 
     @property
@@ -65,7 +89,7 @@ class Audit(Record):
         return [
             (gpu, library.path)
             for library in self.libraries
-            if library.counts and not library.kernels.not_read
+            if library.counts and library.judged
             for gpu, verdict in library.verdicts
             if verdict not in RUNS
         ]
@@ -73,8 +97,28 @@ class Audit(Record):
     @property
     def unreadable(self) -> list[LibraryAudit]:
         """Counted libraries cuobjdump could read nothing of: the audit cannot decide them, so it fails
-        on them rather than pass what it never saw. An uncounted one is only reported."""
-        return [library for library in self.libraries if library.counts and library.kernels.not_read]
+        on them rather than pass what it never saw. An uncounted one is only reported, and a skipped
+        one is the team's recorded decision."""
+        return [
+            library
+            for library in self.libraries
+            if library.counts and library.kernels.not_read and library.skipped is None
+        ]
+
+    @property
+    def skipped(self) -> list[LibraryAudit]:
+        """Libraries a skip kept from being judged."""
+        return [library for library in self.libraries if library.skipped is not None]
+
+    def skip_paths(self, skip: AuditSkip) -> tuple[str, ...]:
+        """Every shared object of the artifact `skip` names, with device code or without."""
+        paths = [library.path for library in self.libraries] + list(self.without_device_code)
+        return tuple(sorted(path for path in paths if skip.matches(path)))
+
+    @property
+    def skips_unmatched(self) -> list[AuditSkip]:
+        """Skips naming a library the artifact does not have: a warning (a typo, or a stale skip)."""
+        return [skip for skip in self.skips if not self.skip_paths(skip)]
 
     @property
     def partly_read(self) -> list[LibraryAudit]:
@@ -99,6 +143,18 @@ UNREADABLE_FIX = (
     "judged by it: try the newest cuobjdump (pip install -U nvidia-cuda-cuobjdump), and if it still "
     "stops, report it to envbuild with the cuobjdump version and the library's wheel"
 )
+
+
+def unreadable_fix(libraries: list[LibraryAudit]) -> str:
+    """UNREADABLE_FIX, and how to build anyway: the exact --skip-audit for these libraries."""
+    names = list(dict.fromkeys(os.path.basename(library.path) for library in libraries))
+    flags = " ".join(f'--skip-audit {name}="REASON"' for name in names) or EXAMPLE
+    return (
+        f"{UNREADABLE_FIX}; to build without judging it, record that decision: {flags} (or "
+        f'[audit] skip = [{{library = "{names[0] if names else "LIBRARY"}", reason = "..."}}] in '
+        "envbuild.toml), which the audit report, record.json and the SBOM keep"
+    )
+
 
 _SHARED_OBJECT_NAME = re.compile(r"\.so(\.\d+)*$")  # libfoo.so, libcudart.so.12, libcublasLt.so.12.4.5.8
 WORKERS = 4  # cuobjdump runs at once: a directory of many small objects is bound by process starts
@@ -140,10 +196,11 @@ def audit_tree(
     target: str,
     framework: str | None = None,
     only: tuple[str, ...] | None = None,
+    skip: tuple[AuditSkip, ...] = (),
 ) -> Audit:
     """Audit every shared object under `root` (or just the `only` paths, relative to it)."""
     check_framework(framework)
-    return judge_tree(read_tree(root, only), gpus, target=target, framework=framework)
+    return judge_tree(read_tree(root, only), gpus, target=target, framework=framework, skip=skip)
 
 
 def read_tree(root: str, only: tuple[str, ...] | None = None) -> dict[str, Kernels]:
@@ -182,10 +239,16 @@ def file_sizes(files: list[str]) -> list[int]:
 
 
 def judge_tree(
-    kernels: dict[str, Kernels], gpus: tuple[Gpu, ...], *, target: str, framework: str | None = None
+    kernels: dict[str, Kernels],
+    gpus: tuple[Gpu, ...],
+    *,
+    target: str,
+    framework: str | None = None,
+    skip: tuple[AuditSkip, ...] = (),
 ) -> Audit:
     """The audit of shared objects whose kernels are known (read_tree's answer, or a cached one): a
-    verdict per GPU for each library with device code, and which libraries count for `framework`."""
+    verdict per GPU for each library with device code, and which libraries count for `framework`.
+    A library `skip` names is listed without verdicts (audit.skip)."""
     check_framework(framework)
     # found only among the libraries with device code: a framework is known from its kernels
     in_gpu_code = [p for p, k in kernels.items() if k.has_device_code or k.unread]
@@ -195,9 +258,18 @@ def judge_tree(
         if not listed.has_device_code and listed.unread is None:
             plain.append(path)
             continue
-        verdicts = tuple((gpu.name, judge(listed.sass, listed.ptx, gpu.cc)) for gpu in gpus)
+        skipped = next((one for one in skip if one.matches(path)), None)
+        verdicts = (
+            () if skipped else tuple((gpu.name, judge(listed.sass, listed.ptx, gpu.cc)) for gpu in gpus)
+        )
         libraries.append(
-            LibraryAudit(path=path, kernels=listed, counts=counts_for(path, framework), verdicts=verdicts)
+            LibraryAudit(
+                path=path,
+                kernels=listed,
+                counts=counts_for(path, framework),
+                verdicts=verdicts,
+                skipped=skipped,
+            )
         )
     # the framework's own libraries, with device code or not: their site-packages holds its wheels
     own = tuple(path for path in kernels if framework is not None and counts_for(path, framework))
@@ -208,4 +280,5 @@ def judge_tree(
         libraries=tuple(libraries),
         without_device_code=tuple(plain),
         duplicates=find_duplicates({path: k.size for path, k in kernels.items()}, framework, own),
+        skips=tuple(skip),
     )

@@ -282,9 +282,11 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
 
 
 def build(args: argparse.Namespace) -> int:
+    from envbuild.audit.skip import parse_flags
     from envbuild.pipeline import BuildOptions, build_spec, summary_table
 
     options = BuildOptions(
+        skip_audit=parse_flags(args.skip_audit),
         out_dir=args.output,
         builder=args.builder,
         smoke_device=args.smoke_device,
@@ -320,20 +322,27 @@ def audit(args: argparse.Namespace) -> int:
     import os
 
     from envbuild.audit.report import to_json, to_text
+    from envbuild.audit.skip import merge, parse_flags
     from envbuild.audit.targets import audit_path, is_local
     from envbuild.resolve.query import parse_gpu
 
+    flags = parse_flags(args.skip_audit)
     matrix = _load(args)
     texts = list(args.gpu)
-    if not texts and os.path.exists(args.file):
-        texts = list(dict.fromkeys(g for t in _spec(args).targets for g in t.stack.gpus))
+    skips = flags
+    if not texts and os.path.exists(args.file):  # the spec's GPUs, and its [audit] skip with them
+        spec = _spec(args)
+        texts = list(dict.fromkeys(g for t in spec.targets for g in t.stack.gpus))
+        skips = merge(spec.audit_skip, flags)
     gpus = tuple(parse_gpu(text, matrix) for text in texts)
     if is_local(args.target):
-        result = audit_path(args.target, gpus, args.framework)
+        result = audit_path(args.target, gpus, args.framework, skips)
     else:
         from envbuild.image.filesystem import audit_image
 
-        result = audit_image(args.target, gpus, args.framework, say=lambda line: print(line, file=sys.stderr))
+        result = audit_image(
+            args.target, gpus, args.framework, skip=skips, say=lambda line: print(line, file=sys.stderr)
+        )
     sys.stdout.write(to_json(result) if args.json else to_text(result))
     return EXIT_OK if result.ok else EXIT_FAILURE
 
@@ -341,12 +350,21 @@ def audit(args: argparse.Namespace) -> int:
 def verify(args: argparse.Namespace) -> int:
     import json
 
+    from envbuild.audit.skip import parse_flags
     from envbuild.image.verify import save_report
     from envbuild.runtime import DEFAULT_RUNTIME, verify
     from envbuild.runtime.fromlog import RUNTIME as LOG_RUNTIME
     from envbuild.runtime.record import save_record, utc_now, verify_record
     from envbuild.smoke.run import summary
 
+    if args.skip_audit and not args.gpu:
+        from envbuild.errors import UsageError
+
+        raise UsageError(
+            "verify --skip-audit without --gpu: the audit gate runs only for the GPUs --gpu names",
+            fix='add --gpu NAME (--gpu H100 --skip-audit LIBRARY="REASON"), or drop --skip-audit',
+        )
+    skips = parse_flags(args.skip_audit)  # a bad one is a usage error before anything runs
     runtime = args.runtime or (LOG_RUNTIME if args.from_log else DEFAULT_RUNTIME)
     # what the image says it was rendered for: the framework the gate judges, the smoke settings
     labels, unread = _labels_of(args.image, runtime) if args.gpu or not args.from_log else ({}, None)
@@ -362,7 +380,12 @@ def verify(args: argparse.Namespace) -> int:
         if warning:
             sys.stderr.write(f"verify: warning: {warning}\n")
         gate = audit_gate(  # as `envbuild build` judges it
-            args.image, gpus, framework, args.image, say=lambda line: print(line, file=sys.stderr)
+            args.image,
+            gpus,
+            framework,
+            args.image,
+            say=lambda line: print(line, file=sys.stderr),
+            skip=skips,
         )
         sys.stderr.write(audit_summary(gate))
         gate.check()

@@ -72,6 +72,17 @@ def add_lock_key(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_skip_audit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--skip-audit",
+        action="append",
+        default=[],
+        metavar='LIBRARY="REASON"',
+        help="do not judge this library (a file name: libtorch_cuda.so) in the audit, for this reason; "
+        "recorded in the report, record.json and the SBOM (repeatable; adds to the spec's [audit] skip)",
+    )
+
+
 def add_sign_key(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sign-key",
@@ -363,6 +374,7 @@ def _build(parser: argparse.ArgumentParser) -> None:
     add_lock_key(parser)
     add_allow_edited_lock(parser)
     add_sign_key(parser)
+    add_skip_audit(parser)
     add_matrix(parser)
 
 
@@ -410,6 +422,7 @@ def _verify(parser: argparse.ArgumentParser) -> None:
         "image (repeatable)",
     )
     add_matrix(parser)  # where --gpu names are looked up, as `envbuild build --matrix` does
+    add_skip_audit(parser)
     add_json(parser, "the report as JSON")
 
 
@@ -648,6 +661,7 @@ def _audit(parser: argparse.ArgumentParser) -> None:
         choices=("torch", "tensorflow", "jax"),
         help="whose libraries decide the exit code (default: found from the libraries)",
     )
+    add_skip_audit(parser)
     add_spec_file(parser)
     add_json(parser, "the audit as JSON")
     add_matrix(parser)

@@ -19,13 +19,17 @@ The rule, in one place:
   decide it), and is only reported when it is not (cuBLAS, cuDNN, NCCL: the matrix's business);
 - a CUDA library present more than once (an nvidia/cuda base's cuBLAS beside torch's nvidia-cublas
   wheel) is a warning with each copy and the bytes wasted (audit.duplicates), never a failure.
+- a library the team chose not to judge (`--skip-audit LIBRARY="REASON"`, `[audit] skip`) is listed
+  without a verdict and passes with a warning; the skip, its reason and where it was made go into
+  the record (under "audit", "skipped") and from there into the SBOM. A skip naming a library the
+  image does not have is a warning, not an error: the decision may predate a rebuild that fixed it.
 """
 
 from __future__ import annotations
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.audit import duplicates
-from envbuild.audit.tree import UNREADABLE_FIX
+from envbuild.audit.tree import unreadable_fix
 from envbuild.audit.verdict import NATIVE, NO_KERNEL, NO_KERNEL_MESSAGE, PTX_ONLY, RUNS, SAME_MAJOR
 from envbuild.errors import VerifyError
 from envbuild.image.filesystem import audit_image_layers
@@ -35,6 +39,7 @@ from envbuild.oci.labels import audit_label
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from envbuild.audit.skip import AuditSkip
     from envbuild.audit.tree import Audit
     from envbuild.matrix.model import Gpu
 
@@ -67,7 +72,7 @@ def judge_audit(audit: Audit, where: str, wheels: Mapping[str, str] | None = Non
     """The gate's answer for an audit already made (`where` starts the error message). wheels:
     {distribution: version} the build installed (its lock), which give the wheel copies of a
     duplicated CUDA library their versions."""
-    counted = [library for library in audit.libraries if library.counts and not library.kernels.not_read]
+    counted = [library for library in audit.libraries if library.counts and library.judged]
     gpus: dict[str, dict] = {}
     for gpu in audit.gpus:
         verdicts = [dict(library.verdicts)[gpu.name] for library in counted]
@@ -77,12 +82,26 @@ def judge_audit(audit: Audit, where: str, wheels: Mapping[str, str] | None = Non
         entry["names"].append(gpu.name)
         if verdicts:
             entry["verdict"] = max(verdicts, key=WORST_LAST.index)
-    warnings = [no_device_code_warning(audit.framework)] if not counted and not audit.unreadable else []
+    skipped_deciding = [library for library in audit.skipped if library.counts]
+    warnings = []
+    if not counted and not audit.unreadable and not skipped_deciding:
+        warnings.append(no_device_code_warning(audit.framework))
     warnings += [
         f"{library.path}: {'partly read' if library.kernels.partly_read else 'not read'}"
         f"{'' if library.counts else ' (not one that decides)'}: {library.kernels.unread}"
         for library in audit.libraries
-        if library.kernels.unread is not None and not (library.counts and library.kernels.not_read)
+        if library.kernels.unread is not None
+        and library.skipped is None
+        and not (library.counts and library.kernels.not_read)
+    ]
+    warnings += [
+        f"{library.path}: not judged, skipped by {library.skipped.source}: {library.skipped.reason}"
+        for library in audit.skipped
+        if library.skipped is not None
+    ]
+    warnings += [
+        f"{skip.source} {skip.library}: the image has no library of that name, so nothing was skipped"
+        for skip in audit.skips_unmatched
     ]
     duplicated = duplicates.with_wheel_versions(audit.duplicates, wheels or {})
     found = duplicates.warning(duplicated, audit.framework)  # a cost in bytes, never a failure
@@ -99,12 +118,15 @@ def judge_audit(audit: Audit, where: str, wheels: Mapping[str, str] | None = Non
                 "ptx": list(library.kernels.ptx),
                 "counts": library.counts,
                 "unread": library.kernels.unread,
+                "skipped": None if library.skipped is None else library.skipped.reason,
             }
             for library in audit.libraries
         ],
         "without_device_code": len(audit.without_device_code),
         "duplicates": duplicates.document(duplicated),
         "duplicate_bytes": duplicates.total_wasted(duplicated),
+        # the team's decisions not to judge a library, kept with the image's record and SBOM
+        "skipped": [skip.document(audit.skip_paths(skip)) for skip in audit.skips],
         "warnings": warnings,
     }
     labels = {audit_label(key): entry["verdict"] for key, entry in gpus.items() if entry["verdict"] in RUNS}
@@ -120,7 +142,7 @@ def judge_audit(audit: Audit, where: str, wheels: Mapping[str, str] | None = Non
         failed = "; ".join(f"{library.path}: {library.kernels.unread}" for library in audit.unreadable)
         error = VerifyError(
             f"{where}: the audit cannot judge a library the framework loads its kernels from: {failed}",
-            fix=f"nothing was tagged; {UNREADABLE_FIX}",
+            fix=f"nothing was tagged; {unreadable_fix(audit.unreadable)}",
         )
     return Gate(document=document, labels=labels, error=error)
 
@@ -133,11 +155,13 @@ def audit_gate(
     say: Callable[[str], None] | None = None,
     *,
     wheels: Mapping[str, str] | None = None,
+    skip: tuple[AuditSkip, ...] = (),
 ) -> Gate:
-    """Audit `image` (a local image id or name, or REPO@sha256:...) and judge it for `gpus`; the
-    document says how many layers were read and how many the cache answered. `wheels` (name ->
-    version, the build's) give a duplicated CUDA library's wheel copy its exact version."""
-    audit, read = audit_image_layers(image, gpus, framework, say=say)
+    """Audit `image` (a local image id or name, or REPO@sha256:...) and judge it for `gpus`, not
+    judging the libraries `skip` names; the document says how many layers were read and how many the
+    cache answered. `wheels` (name -> version, the build's) give a duplicated CUDA library's wheel
+    copy its exact version."""
+    audit, read = audit_image_layers(image, gpus, framework, say=say, skip=skip)
     gate = judge_audit(audit, where, wheels)
     gate.document["layers"] = read.document()
     return gate

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from typing import IO
 
+    from envbuild.audit.skip import AuditSkip
     from envbuild.matrix.model import Gpu
 
 ENGINE_TIMEOUT_S = 300  # the longest one read of the `docker save` stream may wait
@@ -73,9 +74,11 @@ def audit_image(
     *,
     docker_config: str | None = None,
     say: Callable[[str], None] | None = None,
+    skip: tuple[AuditSkip, ...] = (),
 ) -> Audit:
-    """Audit the shared objects of the image `ref` for `gpus` (see the module docstring)."""
-    return audit_image_layers(ref, gpus, framework, docker_config=docker_config, say=say)[0]
+    """Audit the shared objects of the image `ref` for `gpus` (see the module docstring), not judging
+    the libraries `skip` names (audit.skip)."""
+    return audit_image_layers(ref, gpus, framework, docker_config=docker_config, say=say, skip=skip)[0]
 
 
 def audit_image_layers(
@@ -85,6 +88,7 @@ def audit_image_layers(
     *,
     docker_config: str | None = None,
     say: Callable[[str], None] | None = None,
+    skip: tuple[AuditSkip, ...] = (),
 ) -> tuple[Audit, LayerRead]:
     """audit_image, and how its layers were read; `say` gets a progress line per layer read."""
     check_framework(framework)
@@ -94,7 +98,7 @@ def audit_image_layers(
         read = LayerRead(total=len(order), read=len(order), cached=0, source="registry")
     else:
         kernels, read = _engine_kernels(_engine_image(ref), ref, say)
-    return judge_tree(kernels, gpus, target=ref, framework=framework), read
+    return judge_tree(kernels, gpus, target=ref, framework=framework, skip=skip), read
 
 
 def _engine_kernels(

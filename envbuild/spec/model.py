@@ -13,6 +13,7 @@ import re
 
 from envbuild._util import toml
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.audit import skip as skipping
 from envbuild.errors import UsageError
 from envbuild.matrix import platforms
 from envbuild.matrix.model import COMPAT_MODES, STRATEGIES
@@ -142,8 +143,10 @@ TABLE_KEYS = {
     ),
     "image": ("repository", "tags", "user", "labels", "env", "devel", "installer"),
     "smoke": (*(setting.key for setting in SMOKE_SETTINGS), "imports", "command"),
+    "audit": ("skip",),
     "target": ("name", *STACK_KEYS),
 }
+SKIP_KEYS = ("library", "reason")
 
 
 class StackSpec(Record):
@@ -227,13 +230,37 @@ class Target(Record):
 
 
 class Spec(Record):
-    __slots__ = ("path", "digest", "targets", "packages", "image", "smoke")
+    __slots__ = ("path", "digest", "targets", "packages", "image", "smoke", "audit_skip")
     path: str
     digest: str  # sha256 of the file's bytes
     targets: tuple[Target, ...]
     packages: Packages
     image: ImageSpec
     smoke: SmokeSpec
+    # [audit] skip = [{library = "libtorch_cuda.so", reason = "..."}]: libraries the team decided the
+    # audit does not judge (envbuild.audit.skip), for every target; a --skip-audit flag adds to them
+    audit_skip: tuple[skipping.AuditSkip, ...]
+
+    def __init__(
+        self,
+        *,
+        path: str,
+        digest: str,
+        targets: tuple[Target, ...],
+        packages: Packages,
+        image: ImageSpec,
+        smoke: SmokeSpec,
+        audit_skip: tuple[skipping.AuditSkip, ...] = (),
+    ) -> None:
+        super().__init__(
+            path=path,
+            digest=digest,
+            targets=targets,
+            packages=packages,
+            image=image,
+            smoke=smoke,
+            audit_skip=audit_skip,
+        )
 
     def target(self, name: str | None) -> list[Target]:
         if name is None:
@@ -485,6 +512,49 @@ class _Reader:
             else base.platforms,
         )
 
+    def skips(self, table: dict[str, Any]) -> tuple[skipping.AuditSkip, ...]:
+        """[audit] skip: a list of {library, reason} tables, one per library."""
+        where = "[audit]"
+        value = table.get("skip", [])
+        example = (
+            'skip = [{library = "libtorch_cuda.so", reason = "cuobjdump 13.5 cannot read it, issue #N"}]'
+        )
+        if not isinstance(value, list):
+            raise self.fail(where, "skip", value, "expected a list of tables", fix=f"use {example}")
+        skips: dict[str, skipping.AuditSkip] = {}
+        for index, entry in enumerate(value):
+            key = f"skip[{index}]"
+            if not isinstance(entry, dict):
+                raise self.fail(where, key, entry, "expected a table {library, reason}", fix=f"use {example}")
+            self.check_keys(f"{where} {key}", entry, SKIP_KEYS)
+            found = {}
+            for field, check in (("library", skipping.check_library), ("reason", skipping.check_reason)):
+                item = entry.get(field)
+                if not isinstance(item, str):
+                    raise self.fail(
+                        where,
+                        f"{key}.{field}",
+                        item,
+                        "is missing" if item is None else "expected a string",
+                        fix=f"use {example}",
+                    )
+                try:
+                    found[field] = check(item)
+                except ValueError as exc:
+                    raise self.fail(where, f"{key}.{field}", item, str(exc), fix=f"use {example}") from None
+            if found["library"] in skips:
+                raise self.fail(
+                    where,
+                    f"{key}.library",
+                    found["library"],
+                    "is skipped twice",
+                    fix="keep one entry per library, with one reason",
+                )
+            skips[found["library"]] = skipping.AuditSkip(
+                library=found["library"], reason=found["reason"], source=skipping.SPEC
+            )
+        return tuple(skips.values())
+
     def platforms(self, where: str, table: dict[str, Any]) -> tuple[str, ...]:
         """`platform = "linux/arm64"` or `platform = ["linux/amd64", "linux/arm64"]`, canonical and
         without repeats (`aarch64` is read as linux/arm64)."""
@@ -544,7 +614,7 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
     """The Spec, or one UsageError naming every problem in the file (`source`: its text, for
     quoting numbers as written)."""
     reader = _Reader(path, source)
-    reader.check_keys("the top level", data, ("stack", "packages", "image", "smoke", "target"))
+    reader.check_keys("the top level", data, ("stack", "packages", "image", "smoke", "audit", "target"))
     stack_table = reader.table(data, "stack")
     if not stack_table:  # nothing below can be judged without it
         if isinstance(data.get("stack", {}), dict):
@@ -625,6 +695,9 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         ),
     )
 
+    audit_table = reader.table(data, "audit")
+    skips = reader.attempt(lambda: reader.skips(audit_table), ())
+
     targets_raw = data.get("target", [])
     if not isinstance(targets_raw, list):
         reader.problems.append(
@@ -683,6 +756,7 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         packages=packages,
         image=image,
         smoke=smoke,
+        audit_skip=skips,
     )
 
 

@@ -41,3 +41,42 @@ def replaying_cuobjdump(directory: Path, capture: Path, stdout: Path | None = No
     )
     script.chmod(0o755)
     return str(script)
+
+
+def with_fatbin(source: Path, path: Path, payload: bytes) -> Path:
+    """`source` (a 64-bit little-endian ELF) with a `.nv_fatbin` section holding `payload`, at `path`:
+    what NVIDIA's cuobjdump looks for. A payload that is no fatbin makes it stop before listing any
+    entry ("Invalid fatbin header"), a library it cannot read at all, with no NVIDIA download. Done
+    as `objcopy --add-section` would: the payload, a longer section-name table and a new section
+    header table go after the file's end, and the ELF header points at them."""
+    import struct
+
+    data = bytearray(source.read_bytes())
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, "a 64-bit little-endian ELF"
+    (shoff,) = struct.unpack_from("<Q", data, 40)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 58)
+    headers = [bytearray(data[shoff + i * shentsize : shoff + (i + 1) * shentsize]) for i in range(shnum)]
+    names_offset, names_size = struct.unpack_from("<QQ", headers[shstrndx], 24)
+    names = bytes(data[names_offset : names_offset + names_size])
+
+    def pad(align: int) -> None:
+        data.extend(b"\0" * (-len(data) % align))
+
+    pad(16)
+    payload_offset = len(data)
+    data.extend(payload)
+    new_names_offset = len(data)
+    data.extend(names + b".nv_fatbin\0")
+    struct.pack_into("<QQ", headers[shstrndx], 24, new_names_offset, len(names) + len(b".nv_fatbin\0"))
+    # Elf64_Shdr: name, type (PROGBITS), flags, addr, offset, size, link, info, addralign, entsize
+    fatbin = struct.pack("<IIQQQQIIQQ", len(names), 1, 0, 0, payload_offset, len(payload), 0, 0, 8, 0)
+    pad(8)
+    table = len(data)
+    for header in headers:
+        data.extend(header)
+    data.extend(fatbin)
+    struct.pack_into("<Q", data, 40, table)
+    struct.pack_into("<H", data, 60, shnum + 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(bytes(data))
+    return path

@@ -123,6 +123,7 @@ def test_json_shape_without_device_code(capsys: pytest.CaptureFixture[str], tmp_
     assert set(document) == {
         "target", "framework", "gpus", "libraries", "without_device_code", "ok", "failures",
         "unreadable", "framework_missing", "runs", "duplicates", "duplicate_bytes",
+        "skipped", "warnings",
     }  # fmt: skip
     assert document["unreadable"] == []
     assert document["gpus"] == [{"name": "H100", "compute_capability": "9.0"}]
