@@ -12,6 +12,11 @@ Routes: ``/simple/`` (project list), ``/simple/<project>/`` (the files of one pr
 not normalized, or a missing trailing slash, is redirected to the canonical URL), ``/files/<file>`` (the
 bytes). The directory is listed again on every request, so a test may add wheels while the index runs.
 
+`ranges=True` answers Range requests on ``/files/<file>`` as PyPI's file host does (one range,
+`bytes=A-B`, `bytes=A-` or `bytes=-N`, sent from disk by sendfile), and says `Accept-Ranges: bytes`: the
+way envbuild.refresh reads a remote wheel's members without the rest. Off by default, so pip and uv
+see the index they always did.
+
 `core_metadata=True` also serves each wheel's METADATA as PyPI does (PEP 658, named PEP 714's way
 too): ``/files/<file>.metadata``, announced on the project page with its sha256. A resolver then
 reads a few KB per candidate instead of downloading the wheel: for torch's 200 MB wheel, the
@@ -230,12 +235,17 @@ class PackageIndex:
     `requests` counts the requests per path (query string dropped) so tests can assert what was fetched.
     `json_api=False` makes it an HTML-only (PEP 503) index that ignores the Accept header;
     `core_metadata` (on unless False) serves each wheel's METADATA beside it (PEP 658 / 714), as PyPI does.
+    `ranges` answers Range requests on the files; `bytes_sent` counts the file bytes sent.
     """
 
-    def __init__(self, directory: Path, *, json_api: bool = True, core_metadata: bool = True) -> None:
+    def __init__(
+        self, directory: Path, *, json_api: bool = True, core_metadata: bool = True, ranges: bool = False
+    ) -> None:
         self.directory = Path(directory)
         self.json_api = json_api
         self.core_metadata = core_metadata
+        self.ranges = ranges
+        self.bytes_sent = 0
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._hashes: dict[tuple[str, int, int], tuple[str, bytes | None]] = {}
@@ -418,7 +428,47 @@ def _make_handler(index: PackageIndex) -> type[BaseHTTPRequestHandler]:
             path = index.directory / filename
             if not path.is_file():
                 return self._send(HTTPStatus.NOT_FOUND, "text/plain", b"not found\n", send_body)
+            if index.ranges:
+                return self._ranged(path, send_body)
             return self._send(HTTPStatus.OK, "application/octet-stream", path.read_bytes(), send_body)
+
+        def _ranged(self, path: Path, send_body: bool) -> None:
+            """The file, or the one range the Range header asks for, sent from disk."""
+            size = path.stat().st_size
+            start, stop, status = 0, size - 1, HTTPStatus.OK
+            wanted = self.headers.get("Range")
+            if wanted:
+                suffix = re.fullmatch(r"bytes=-(\d+)", wanted.strip())
+                span = re.fullmatch(r"bytes=(\d+)-(\d*)", wanted.strip())
+                if suffix:
+                    start = max(0, size - int(suffix.group(1)))
+                elif span and int(span.group(1)) < size:
+                    start = int(span.group(1))
+                    stop = min(int(span.group(2)) if span.group(2) else size - 1, size - 1)
+                else:
+                    self.send_response(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE)
+                    self.send_header("Content-Range", f"bytes */{size}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                status = HTTPStatus.PARTIAL_CONTENT
+            self.send_response(status)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(stop - start + 1))
+            self.send_header("Accept-Ranges", "bytes")
+            if status == HTTPStatus.PARTIAL_CONTENT:
+                self.send_header("Content-Range", f"bytes {start}-{stop}/{size}")
+            self.end_headers()
+            if not send_body:
+                return None
+            with path.open("rb") as handle:  # sendfile: the kernel copies, and no GIL is held
+                try:
+                    sent = self.connection.sendfile(handle, offset=start, count=stop - start + 1)
+                except (BrokenPipeError, ConnectionResetError):  # the reader had what it needed
+                    return None
+            with index._lock:
+                index.bytes_sent += sent
+            return None
 
         def _metadata(self, wheel: str, send_body: bool) -> None:
             found = next((item for item in index.files() if item.filename == wheel), None)

@@ -35,7 +35,30 @@ class MembersRead(Record):
 def read_members(http: Http, url: str, wanted: Callable[[str], bool], directory: str) -> MembersRead:
     """Write the members of the wheel at `url` whose name `wanted` accepts under `directory`."""
     before = http.bytes_read
+    opened: list[RemoteWheel] = []
+    paths = tuple(each_member(http, url, wanted, directory, opened=opened))
+    return MembersRead(
+        paths=paths,
+        ranged=opened[0].ranged,
+        bytes_read=http.bytes_read - before,
+        size=opened[0].size,
+    )
+
+
+def each_member(
+    http: Http,
+    url: str,
+    wanted: Callable[[str], bool],
+    directory: str,
+    *,
+    opened: list[RemoteWheel] | None = None,
+) -> Iterator[str]:
+    """The members `wanted` accepts, one at a time: each is written under `directory` (at its path in
+    the wheel) before its name is yielded, so a caller that deletes it after use never holds more than
+    one on disk (a cuDNN wheel unpacks to gigabytes). `opened` gets the RemoteWheel, for its size."""
     wheel = open_wheel(http, url)
+    if opened is not None:
+        opened.append(wheel)
     with wheel.archive as archive:
         chosen = [m for m in archive.infolist() if not m.is_dir() and wanted(m.filename)]
         for member in chosen:
@@ -46,12 +69,7 @@ def read_members(http: Http, url: str, wanted: Callable[[str], bool], directory:
                 with archive.open(member) as source, open(target, "wb") as sink:
                     while chunk := source.read(_CHUNK):
                         sink.write(chunk)
-    return MembersRead(
-        paths=tuple(m.filename for m in chosen),
-        ranged=wheel.ranged,
-        bytes_read=http.bytes_read - before,
-        size=wheel.size,
-    )
+            yield member.filename
 
 
 def _target(directory: str, name: str, url: str) -> str:
