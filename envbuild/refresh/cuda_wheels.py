@@ -56,6 +56,12 @@ def canonical(name: str) -> str:
     return _CANONICAL_RE.sub("-", name).lower()
 
 
+def wheel_key(filename: str) -> tuple[str, str]:
+    """(canonical package, version) of a wheel's file name."""
+    name, version = filename.split("-")[:2]
+    return canonical(name), version
+
+
 class Family(Record):
     """One (package, version) some matrix rows install; `wanted_by`: "torch 2.6.0 cu124"..."""
 
@@ -173,6 +179,22 @@ def version_number(binary: str) -> str:
     return match.group(1) if match else "unknown"
 
 
+def library_member(name: str) -> bool:
+    """Whether a wheel member is a shared object the table reads (libfoo.so, libfoo.so.12)."""
+    return is_shared_object_name(os.path.basename(name))
+
+
+def wheel_libraries(http: Http, url: str) -> tuple[str, ...]:
+    """The file names of the shared objects in the wheel at `url`, sorted: its central directory
+    only, by range requests (a few hundred KB of a wheel of any size)."""
+    from envbuild.refresh.upstream import open_wheel
+
+    wheel = open_wheel(http, url)
+    with wheel.archive as archive:
+        names = [m.filename for m in archive.infolist() if not m.is_dir() and library_member(m.filename)]
+    return tuple(sorted(os.path.basename(name) for name in names))
+
+
 def read_wheel(
     http: Http,
     url: str,
@@ -186,7 +208,7 @@ def read_wheel(
     the system's temporary directory; a memory-backed one spares the disk the gigabytes)."""
     reads: list[LibraryRead] = []
     with tempfile.TemporaryDirectory(prefix="envbuild-cuda-wheels-", dir=scratch) as scratch:
-        for member in each_member(http, url, lambda n: is_shared_object_name(os.path.basename(n)), scratch):
+        for member in each_member(http, url, library_member, scratch):
             path = os.path.join(scratch, member)
             started = time.perf_counter()
             try:
@@ -217,6 +239,16 @@ def read_wheel(
             fix="the table names libraries by file name; report it to envbuild",
         )
     return tuple(sorted(reads, key=lambda r: r.name))
+
+
+def audited_reading(entry: dict) -> tuple[str, str | None]:
+    """(reading, reason) of one library of an audit's record (record.json's audit.libraries: sass,
+    ptx, unread), in the table's terms: what the same file's row must say."""
+    unread = entry.get("unread")
+    listed = bool(entry.get("sass") or entry.get("ptx"))
+    if unread is None:
+        return (WHOLE if listed else NO_DEVICE_CODE), None
+    return (PARTLY if listed else NOT_READ), short_reason(unread)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,8 +23,10 @@ from envbuild._testing.pyindex import PackageIndex
 from envbuild.attest import fields
 from envbuild.attest.attach import fetch_documents
 from envbuild.cli.app import main
+from envbuild.refresh import cuda_wheels
 from tests.helpers import cudastack
 from tests.helpers.docker import docker
+from tests.helpers.paths import REPO
 from tests.helpers.registry import manifest_digest, push
 
 pytestmark = pytest.mark.docker
@@ -122,6 +124,27 @@ def test_the_audit_judges_the_real_image_and_reports_what_cuobjdump_could_not_fi
     assert cublas["counts"] is False and "cuobjdump" in cublas["unread"]
     assert cublas["sass"], "the entries cuobjdump listed before it stopped are kept"
     assert any("libcublas.so.12" in line and "partly read" in line for line in record["audit"]["warnings"])
+
+
+def test_each_nvidia_library_reads_in_the_image_as_the_matrix_table_says(built: dict) -> None:
+    """The audit read every library of the thirteen nvidia-* wheels in the image: each must read as
+    its wheel's row in matrix/README.md says (whole, partly, not at all, no device code: by absence),
+    with the same reason. This is what spares tests/integration/test_cuda_wheels_table.py reading the
+    large wheels again."""
+    rows = cuda_wheels.table_rows((REPO / "matrix" / "README.md").read_text(encoding="utf-8"))
+    audited: dict[str, list[dict]] = {}
+    for entry in built["record"]["audit"]["libraries"]:
+        audited.setdefault(Path(entry["path"]).name, []).append(entry)
+    checked = 0
+    for package, (version, _) in cudastack.pinned().items():
+        if not package.startswith("nvidia-"):
+            continue
+        for library in rows[(package, version)].libraries:
+            readings = [cuda_wheels.audited_reading(entry) for entry in audited.get(library.name, [])]
+            assert readings or library.read == cuda_wheels.NO_DEVICE_CODE, library
+            assert all(reading == (library.read, library.reason) for reading in readings), (library, readings)
+            checked += 1
+    assert checked == 29  # the shared objects of the 13 wheels, as their rows list them
 
 
 def test_the_cuda_build_trains_on_the_cpu_and_reports_its_cuda_stack(built: dict) -> None:
