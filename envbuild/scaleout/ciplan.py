@@ -82,6 +82,7 @@ class CiPlan(Record):
         "verify_jobs",
         "promotions",
         "smoke",
+        "audit_skip",
         "builds",
         "platformed",
     )
@@ -98,6 +99,7 @@ class CiPlan(Record):
     verify_jobs: tuple[VerifyJob, ...]
     promotions: tuple[tuple[str, tuple[str, ...]], ...]  # (target, final tags)
     smoke: object  # the spec's SmokeSpec
+    audit_skip: tuple  # the spec's [audit] skip (audit.skip.AuditSkip): the verify jobs' audit honours them
     builds: tuple[Build, ...]  # per target and platform, in spec order
     platformed: bool  # some target is built for other platforms than linux/amd64 alone
 
@@ -183,6 +185,7 @@ def ci_plan(
         verify_jobs=tuple(verify),
         promotions=promotions,
         smoke=spec.smoke,
+        audit_skip=spec.audit_skip,
         builds=builds,
         platformed=any(build.platform != DEFAULT_PLATFORM or build.key != build.target for build in builds),
     )
@@ -210,10 +213,15 @@ def gpu_runners(
 def verify_command(plan: CiPlan, job: VerifyJob, report: str) -> str:
     """The verify job's command: `envbuild build`'s gates for this job's candidate, "$IMAGE". First the
     audit gate for the job's GPUs (`--gpu`, looked up in the generator's matrix), then the smoke step
-    with every [smoke] setting of the spec that has a flag (spec.model.SMOKE_SETTINGS): the values build
+    with every [smoke] setting of the spec that has a flag (spec.model.SMOKE_SETTINGS), and the spec's
+    [audit] skip decisions as --skip-audit: the values build
     passes, written out so the file shows them and an image's labels cannot change them. Every value is
     one shell word; `report` is the --report path."""
     audit = "".join(f" --gpu {shell_word(name)}" for name in job.gpus)
+    if job.gpus:  # the spec's [audit] skip, as build's gate honours it (no audit runs without --gpu)
+        audit += "".join(
+            f" --skip-audit {shell_word(f'{skip.library}={skip.reason}')}" for skip in plan.audit_skip
+        )
     smoke = "".join(
         f" {setting.flag} {shell_word(setting.codec.write(getattr(plan.smoke, setting.field)))}"
         for setting in SMOKE_SETTINGS

@@ -119,6 +119,13 @@ def workflow_yaml(
     for flag, path in (("-f", spec_path), ("--matrix", matrix_path)):
         if path is not None:
             refuse_expression(flag, path)
+    for skip in spec.audit_skip:  # free text the verify jobs' run: scripts carry
+        if "${{" in skip.reason:
+            raise UsageError(
+                f"[audit] skip for {skip.library}: the reason holds '${{{{', which GitHub Actions would "
+                "evaluate as an expression inside the verify job's run: script",
+                fix="reword the reason without '${{' and run `envbuild ci github` again",
+            )
     plan = ci_plan(
         matrix,
         spec,

@@ -150,3 +150,38 @@ def test_a_github_verify_job_that_names_a_matrix_checks_it_out(matrix: Matrix) -
     assert verify["steps"][0]["uses"].startswith(ACTIONS["checkout"].split("@")[0] + "@")
     plain = yaml_load(workflow_yaml(matrix, load_spec(str(GITHUB_CASES["torch"][0])), install=INSTALL))
     assert all("checkout" not in step.get("uses", "") for step in plain["jobs"]["verify"]["steps"])
+
+
+SKIP_SPEC = (
+    SETTINGS_SPEC
+    + """
+[audit]
+skip = [{library = "libtorch_cuda.so", reason = "cuobjdump 13.5 stops on it; it's 'fine', see #12"}]
+"""
+)
+
+
+def test_the_spec_s_audit_skips_reach_every_generated_audit(matrix: Matrix, tmp_path: Path) -> None:
+    """A local build honours [audit] skip, so the CI audit must too: else CI fails an image envbuild
+    build promotes. The reason comes back through both quoting layers as the spec wrote it."""
+    path = tmp_path / "envbuild.toml"
+    path.write_text(SKIP_SPEC)
+    spec = load_spec(str(path))
+    commands = [verify_args(step["run"]) for _, step in github_verify(matrix, spec, {})]
+    doc = yaml_load(pipeline_yaml(matrix, spec, install=INSTALL))
+    commands += [
+        verify_args("\n".join(job["script"])) for name, job in doc.items() if name.startswith("verify:")
+    ]
+    assert len(commands) == 4
+    for args in commands:
+        assert args.skip_audit == ["libtorch_cuda.so=cuobjdump 13.5 stops on it; it's 'fine', see #12"]
+
+
+def test_a_skip_reason_github_would_evaluate_is_refused(matrix: Matrix, tmp_path: Path) -> None:
+    from envbuild.errors import UsageError
+
+    path = tmp_path / "envbuild.toml"
+    path.write_text(SKIP_SPEC.replace("see #12", "see ${{ secrets.TOKEN }}"))
+    with pytest.raises(UsageError) as raised:
+        workflow_yaml(matrix, load_spec(str(path)), install=INSTALL)
+    assert "[audit] skip for libtorch_cuda.so" in raised.value.message and "${{" in raised.value.message
