@@ -173,6 +173,7 @@ def framework_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cuda_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """torch 2.6.0 cu124 from PyPI with its nvidia-* wheels (tests/helpers/cudastack.py): the directory
     .ci/run keeps per machine, else one download for the whole run."""
+    cudastack.wait_for_ci_download()
     prepared = os.environ.get(cudastack.VARIABLE)
     if prepared and cudastack.complete(Path(prepared)):
         return Path(prepared)

@@ -8,7 +8,9 @@ temporary directory (about 2.9 GB, 20 s on the machines here).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import re
 import subprocess
 import sys
@@ -17,7 +19,8 @@ from pathlib import Path
 from tests.helpers.paths import REPO
 
 PINNED = REPO / "tests" / "fixtures" / "cuda" / "torch-2.6.0-cu124-cp311.txt"
-VARIABLE = "ENVBUILD_TEST_CUDA_WHEELHOUSE"  # the directory .ci/run filled
+VARIABLE = "ENVBUILD_TEST_CUDA_WHEELHOUSE"  # the directory .ci/run fills
+LOCK_VARIABLE = "ENVBUILD_TEST_CUDA_WHEELHOUSE_LOCK"  # .ci/run: held while it downloads into it
 PLATFORMS = ("manylinux1_x86_64", "manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64")
 _LINE = re.compile(r"^(?P<name>[a-z0-9-]+)==(?P<version>\S+) --hash=sha256:(?P<sha256>[0-9a-f]{64})$")
 
@@ -31,6 +34,16 @@ def pinned() -> dict[str, tuple[str, str]]:
             assert match, f"{PINNED}: not `name==version --hash=sha256:HEX`: {line!r}"
             found[match.group("name")] = (match.group("version"), match.group("sha256"))
     return found
+
+
+def wait_for_ci_download() -> None:
+    """Block while .ci/run's background download into VARIABLE's directory runs: the job holds an flock
+    on the file LOCK_VARIABLE names from before it starts until it ends, however it ends, so taking
+    the lock here is the wait (no clock, no polling). Without the variable, no job runs."""
+    lock = os.environ.get(LOCK_VARIABLE)
+    if lock and os.path.exists(lock):
+        with open(lock) as handle:
+            fcntl.flock(handle, fcntl.LOCK_SH)
 
 
 def key() -> str:
