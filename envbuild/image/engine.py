@@ -46,6 +46,7 @@ _ERROR_WORD = re.compile(r"error", re.IGNORECASE)
 # complete successfully: exit code: 100") and the classic builder's "returned a non-zero code: 100"
 _EXIT_CODE = re.compile(r"(?:exit code:|non-zero code:) (\d+)")
 _STDERR_START = "\x1b[91m"  # the classic builder's colour around a RUN's stderr
+_STDERR_END = "\x1b[0m"
 _STEP_WIDTH = 160  # characters of a failed step's instruction in the error
 
 
@@ -334,7 +335,10 @@ class ClassicOutput:
         dependency tree..." arrives without its newline), and the RUN's stderr arrives in chunks of
         its own, wrapped in colour (ESC[91m ... ESC[0m), which may land inside a stdout line: a
         stderr chunk starts a line of its own."""
-        text = self._pending + text.replace(_STDERR_START, "\n" + _STDERR_START)
+        # one stderr write may also come as several colour-wrapped chunks (`ESC[91mE ESC[0m` then
+        # `ESC[91m: Unable to locate package ...`, seen in CI): joined back before the split
+        text = (self._pending + text).replace(_STDERR_END + _STDERR_START, "")
+        text = text[:1] + text[1:].replace(_STDERR_START, "\n" + _STDERR_START)
         *lines, self._pending = text.split("\n")
         for line in lines:
             self._line(line)

@@ -225,3 +225,24 @@ def test_without_a_cause_line_the_builders_error_lines_stay() -> None:
         "    exit status 1",
         "    #7 ERROR: executor failed running [/bin/sh -c false]: exit code: 1",
     ]
+
+
+def test_one_stderr_line_in_two_colour_wrapped_chunks_is_one_line() -> None:
+    """The chunking CI's run of tests/engine/test_engine.py met (its build.log: `ESC[91mE ESC[0m`
+    then `ESC[91m: Unable to locate package ...`): apt's E: line split after its first letter, each
+    part wrapped in colour, read as two lines, and the error quoted neither."""
+    output = ClassicOutput()
+    output.feed("Step 2/2 : RUN apt-get install -y --no-install-recommends no-such-package-envbuild\n")
+    output.feed(" ---> Running in 78a9397dd295\n")
+    output.feed("Reading package lists...\n")
+    output.feed("Building dependency tree...\n")
+    output.feed("\x1b[91mE\x1b[0m")
+    output.feed("\x1b[91m: Unable to locate package no-such-package-envbuild\n\x1b[0m")
+    output.feed("Removing intermediate container 78a9397dd295\n")
+    error = output.failure(
+        "The command '/bin/sh -c apt-get install -y --no-install-recommends no-such-package-envbuild' "
+        "returned a non-zero code: 100",
+        LOG_PATH,
+    )
+    assert error.message.splitlines()[1:] == ["    E: Unable to locate package no-such-package-envbuild"]
+    assert "(exit code 100)" in error.message.splitlines()[0]
