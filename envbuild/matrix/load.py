@@ -1,16 +1,16 @@
 """Load matrix/*.toml into the model (envbuild.matrix.model).
 
 Parsing TOML in pure Python costs more than everything else `envbuild resolve` does, so a validated
-parse is cached as JSON, keyed by checksums of the files' bytes (zlib's: hashlib's OpenSSL load alone
-would cost more start-up time than the rest of a resolve). The sha256 digest a lock records is
-computed with the parse and kept in the cache. Editing any file forces a fresh parse and check.
+parse is cached as JSON, keyed by the sha256 of the files' paths and bytes: the digest a lock records,
+computed with CPython's own sha256 module (about 1 ms for the bundled matrix; hashlib would load
+OpenSSL, 3 ms more). A forgeable key would let a hostile matrix directory poison the cache for the
+genuine one (issue 33). Editing any file forces a fresh parse and check.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import zlib
 
 from envbuild import __version__
 from envbuild._util.record import TYPE_CHECKING
@@ -39,7 +39,7 @@ from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patc
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: keyed by the files' sha256 (issue 33)
 
 # ---------------------------------------------------------------------------------------------
 # locating and reading the files
@@ -90,7 +90,6 @@ def read_raw(root: str) -> tuple[str, dict[str, Any]]:
             "cuda.toml, gpus.toml and frameworks/*.toml",
         )
     blobs: list[tuple[str, str, bytes]] = []
-    crc = adler = 1
     for kind, rel in _matrix_files(root):
         path = os.path.join(root, rel)
         try:
@@ -101,34 +100,41 @@ def read_raw(root: str) -> tuple[str, dict[str, Any]]:
                 f"cannot read {path}: {exc.strerror}",
                 fix="restore the file from the envbuild checkout or package",
             ) from None
-        framed = rel.encode() + b"\0" + data + b"\0"
-        crc, adler = zlib.crc32(framed, crc), zlib.adler32(framed, adler)
         blobs.append((kind, rel, data))
-    size = sum(len(rel) + len(data) for _, rel, data in blobs)
-
+    # the cache is content-addressed: keyed by the sha256 the lock records as the matrix digest, and a
+    # hit must name that digest. A key of checksums (crc32 + adler32, before issue 33) can be forged: a
+    # hostile matrix directory with the bundled one's key poisoned the cache for the genuine matrix
+    digest = content_digest(blobs)
     cache = cache_dir()
-    name = f"matrix-{CACHE_FORMAT}-{__version__}-{crc:08x}{adler:08x}{size:x}.json"
-    cache_file = os.path.join(cache, name) if cache else None
+    cache_file = os.path.join(cache, f"matrix-{CACHE_FORMAT}-{__version__}-{digest}.json") if cache else None
     if cache_file is not None:
         try:
             with open(cache_file, "rb") as handle:
                 cached = json.loads(handle.read())
-            return cached["digest"], cached["files"]
-        except (OSError, ValueError, KeyError, TypeError):
+            if cached["digest"] == digest and isinstance(cached["files"], dict):
+                return digest, cached["files"]
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             pass
 
     raw = _parse_and_validate(blobs)
-    digest = content_digest(blobs)
     if cache_file is not None:
         _write_cache(cache_file, {"digest": digest, "files": raw})
     return digest, raw
 
 
 def content_digest(blobs: list[tuple[str, str, bytes]]) -> str:
-    """sha256 over every file's relative path and bytes: what a lock records as the matrix digest."""
-    import hashlib
+    """sha256 over every file's relative path and bytes: what a lock records as the matrix digest, and
+    the cache's key. The C module behind hashlib's sha256, where there is one: hashlib itself loads
+    OpenSSL, 3 ms of every `envbuild resolve`, for the 1 ms this hash takes."""
+    try:
+        from _sha256 import sha256  # CPython 3.10, 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # CPython 3.12 and later
+        except ImportError:
+            from hashlib import sha256
 
-    hasher = hashlib.sha256()
+    hasher = sha256()
     for _, rel, data in blobs:
         hasher.update(rel.encode() + b"\0" + data + b"\0")
     return hasher.hexdigest()

@@ -102,3 +102,31 @@ def test_cache_follows_content(capsys: pytest.CaptureFixture[str], matrix_copy: 
     assert check(capsys, matrix_copy)[0] == 0
     edit(matrix_copy / "gpus.toml", 'name = "L4"', 'name = "L4"\nbogus = 1')
     assert check(capsys, matrix_copy)[0] == 1  # the cached good parse is not reused
+
+
+def test_the_cache_is_keyed_by_the_content_digest_and_a_hit_must_name_it(
+    matrix_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: the key was crc32 + adler32 + size, which a hostile matrix directory can match, so one
+    `matrix check --matrix DIR` of a pull request poisoned the cache the genuine matrix then read. Now
+    the entry is named by the files' sha256 (the digest a lock records), and an entry under that name
+    that names another digest, or holds rows the genuine files do not, is never used."""
+    import json
+
+    from envbuild.matrix.load import load_matrix
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(cache))
+    genuine = load_matrix(matrix_copy)
+    (entry,) = cache.glob("matrix-*.json")
+    assert entry.name.endswith(f"-{genuine.digest}.json")
+    planted = json.loads(entry.read_text())
+    gpus = next(rel for rel in planted["files"] if rel == "gpus.toml")
+    planted["files"][gpus]["data"]["gpu"][0]["name"] = "PLANTED"
+    planted["digest"] = "0" * 64
+    entry.write_text(json.dumps(planted))
+    assert "PLANTED" not in {g.name for g in load_matrix(matrix_copy).gpus}  # a hit names the digest
+    # the name is the digest: another directory's files can never be read under it
+    edit(matrix_copy / "gpus.toml", 'name = "L4"', 'name = "L4"  # edited')
+    assert load_matrix(matrix_copy).digest != genuine.digest
+    assert len(list(cache.glob("matrix-*.json"))) == 2
