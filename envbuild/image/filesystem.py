@@ -34,12 +34,11 @@ from envbuild.audit.tree import Audit, judge_tree, read_tree
 from envbuild.errors import EnvbuildError, NotFound, UsageError
 from envbuild.image import auditcache, storage
 from envbuild.image.layerfacts import LayerFacts, compose, read_layer, size_of
-from envbuild.image.layers import Layers
+from envbuild.image.layers import Layers, Prefixed
 from envbuild.oci.reference import parse_reference
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from typing import IO
 
     from envbuild.audit.skip import AuditSkip
     from envbuild.matrix.model import Gpu
@@ -294,7 +293,7 @@ def _read_engine(image, ref: str, layers: Layers) -> list[str]:  # image: docker
                     handle = archive.extractfile(member)
                     head = handle.read(1) if handle is not None else b""
                     if head and head != b"{":  # an OCI blob that is JSON (config, manifest) is no layer
-                        layers.read(member.name, _Prefixed(head, handle), ref)  # type: ignore[arg-type]
+                        layers.read(member.name, Prefixed(head, handle), ref)  # type: ignore[arg-type]
     except (tarfile.TarError, EOFError, ValueError) as exc:
         raise EnvbuildError(
             f"the Docker Engine's archive of {ref!r} is not a readable tar archive ({exc})",
@@ -352,20 +351,3 @@ class _ChunkReader(io.RawIOBase):
         buffer[:size] = self.chunk[:size]
         self.chunk = self.chunk[size:]
         return size
-
-
-class _Prefixed:
-    """`head` (bytes already read to look at a blob) followed by the rest of `rest`."""
-
-    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
-        self.head = head
-        self.rest = rest
-
-    def read(self, size: int = -1) -> bytes:
-        if not self.head:
-            return self.rest.read(size)
-        if size is None or size < 0:
-            data, self.head = self.head + self.rest.read(), b""
-            return data
-        data, self.head = self.head[:size], self.head[size:]
-        return data if len(data) == size else data + self.rest.read(size - len(data))

@@ -22,10 +22,12 @@ write outside the directory the audit reads.
 
 from __future__ import annotations
 
+import gzip
 import os
 import posixpath
 import shutil
 import tarfile
+import zlib
 
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.audit.tree import is_shared_object_name
@@ -40,7 +42,44 @@ if TYPE_CHECKING:
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 _ELF = b"\x7fELF"
+_GZIP = b"\x1f\x8b"
+_ZSTD = b"\x28\xb5\x2f\xfd"
 _CHUNK = 1 << 20
+
+
+def layer_stream(stream: IO[bytes], key: str, where: str) -> tuple[IO[bytes], str]:
+    """(what to read the tar from, tarfile's mode) for a layer blob. tarfile's own gzip reading ("r|*"
+    or "r|gz") stops at the end of the first gzip member, while Docker, containerd and GNU tar read
+    every member, and an eStargz layer is many members by design: a file in member 2 was invisible to
+    the audit and the inventory (issue 33). So a gzip layer goes through gzip.GzipFile, which reads
+    them all; a zstd one is refused by its magic, before any byte is taken for a tar."""
+    head = stream.read(4)
+    rejoined = Prefixed(head, stream)
+    if head[:2] == _GZIP:
+        return gzip.GzipFile(fileobj=rejoined, mode="rb"), "r|"  # type: ignore[arg-type]
+    if head == _ZSTD:
+        raise EnvbuildError(
+            f"layer {key} of {where} is zstd-compressed, which envbuild cannot read",
+            fix="push the image with gzip layers (the docker and buildx default)",
+        )
+    return rejoined, "r|*"  # type: ignore[return-value]
+
+
+class Prefixed:
+    """`head` (bytes already read to look at a blob) followed by the rest of `rest`."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self.head = head
+        self.rest = rest
+
+    def read(self, size: int = -1) -> bytes:
+        if not self.head:
+            return self.rest.read(size)
+        if size is None or size < 0:
+            data, self.head = self.head + self.rest.read(), b""
+            return data
+        data, self.head = self.head[:size], self.head[size:]
+        return data if len(data) == size else data + self.rest.read(size - len(data))
 
 
 def _clean(name: str) -> str | None:
@@ -76,13 +115,15 @@ class Layers:
         self.count = 0
 
     def read(self, key: str, stream: IO[bytes], where: str) -> None:
-        """Read one layer tarball (plain, gzip, bzip2 or xz) from `stream`, sequentially."""
+        """Read one layer tarball (plain, gzip, bzip2 or xz) from `stream`, sequentially: a gzip layer
+        to the end of its last member, as Docker, containerd and GNU tar read it (layer_stream)."""
         changes = _Changes()
         try:
-            with tarfile.open(fileobj=stream, mode="r|*") as archive:
+            opened, mode = layer_stream(stream, key, where)
+            with tarfile.open(fileobj=opened, mode=mode) as archive:  # type: ignore[call-overload]
                 for member in archive:
                     self._member(archive, member, changes)
-        except (tarfile.TarError, EOFError, ValueError) as exc:  # tarfile turns zlib/lzma errors into these
+        except (tarfile.TarError, EOFError, ValueError, zlib.error, gzip.BadGzipFile) as exc:
             raise EnvbuildError(
                 f"layer {key} of {where} is not a readable tar archive ({exc})",
                 fix="check the image (docker image inspect); zstd layers are not supported, push with gzip",

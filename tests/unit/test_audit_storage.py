@@ -150,3 +150,37 @@ def test_directories_that_cannot_be_trusted_fall_back_to_docker_save(
     else:
         monkeypatch.setenv("ENVBUILD_AUDIT_READ", "save")
     assert storage.layer_directories(attrs, diff_ids, data_root) is None
+
+
+def _gzip_members(*parts: bytes) -> bytes:
+    """Each part gzip-compressed on its own, the members concatenated: how eStargz (and `cat a.gz
+    b.gz`) lays out one layer, which Docker, containerd and GNU tar read to the last member."""
+    import gzip
+
+    return b"".join(gzip.compress(part) for part in parts)
+
+
+def test_every_gzip_member_of_a_layer_is_read(tmp_path: Path) -> None:
+    """Issue 33: tarfile's own gzip reader stopped at the end of the first member, so a library in the
+    second was never audited (and a planted package never inventoried)."""
+    whole = _tar({"usr/lib/libfirst.so": ELF, "opt/hidden/libsecond.so": ELF})
+    cut = whole.index(b"opt/hidden/libsecond.so") // 512 * 512  # the second entry's header starts there
+    layer = _gzip_members(whole[:cut], whole[cut:])
+    layers = Layers(str(tmp_path / "scratch"))
+    layers.read("layer", io.BytesIO(layer), "test")
+    assert sorted(layers.survivors(["layer"])) == ["opt/hidden/libsecond.so", "usr/lib/libfirst.so"]
+    # what tarfile alone makes of the same bytes: the first member only
+    with tarfile.open(fileobj=io.BytesIO(layer), mode="r|*") as archive:
+        assert [member.name for member in archive] == ["usr/lib/libfirst.so"]
+
+
+def test_a_zstd_layer_is_refused_by_its_magic_and_a_broken_gzip_is_a_clear_error(tmp_path: Path) -> None:
+    from envbuild.errors import EnvbuildError
+
+    layers = Layers(str(tmp_path / "scratch"))
+    with pytest.raises(EnvbuildError) as raised:
+        layers.read("z", io.BytesIO(b"\x28\xb5\x2f\xfd" + b"\0" * 64), "test")
+    assert "zstd" in raised.value.message and "gzip" in raised.value.fix
+    with pytest.raises(EnvbuildError) as raised:
+        layers.read("g", io.BytesIO(_gzip_members(_tar(LOWER))[:-20]), "test")
+    assert "is not a readable tar archive" in raised.value.message
