@@ -1,4 +1,6 @@
-"""One place that knows tomllib is stdlib only from Python 3.11."""
+"""One place that knows tomllib is stdlib only from Python 3.11, and that too deep a nesting is a
+decode error: tomllib recurses per nested array or inline table, so a spec, lock or matrix file of
+`a = [[[[...` raised RecursionError past every `except TOMLDecodeError` (issue 33)."""
 
 from __future__ import annotations
 
@@ -10,4 +12,11 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 TOMLDecodeError = tomllib.TOMLDecodeError
-loads = tomllib.loads
+
+
+def loads(text: str) -> dict:
+    """tomllib.loads(text), with RecursionError raised as TOMLDecodeError."""
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise TOMLDecodeError("nested deeper than envbuild reads") from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild.attest import fields
 from envbuild.errors import EnvbuildError
@@ -121,7 +122,7 @@ def judge(
         if body is None:
             continue
         try:
-            document = json.loads(body)
+            document = parse_json(body)
         except (ValueError, UnicodeDecodeError) as exc:
             add(Check(name=f"{kind} readable", ok=False, detail=f"not JSON: {exc}"))
             continue

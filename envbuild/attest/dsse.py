@@ -16,9 +16,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import os
 
+from envbuild._util.jsontext import parse_json
 from envbuild.attest import fields
 from envbuild.attest.statement import statement
 from envbuild.errors import EnvbuildError, UsageError
@@ -184,7 +184,7 @@ def envelope_payload(envelope: object, payload_type: str = fields.DSSE_PAYLOAD_T
 def parse_envelope(body: bytes) -> dict:
     """A DSSE envelope from its JSON bytes, or an EnvbuildError saying it is not one."""
     try:
-        envelope = json.loads(body)
+        envelope = parse_json(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise EnvbuildError(f"DSSE envelope: not JSON ({exc})", fix="re-attest the image") from None
     envelope_payload(envelope, envelope.get("payloadType") if isinstance(envelope, dict) else "")

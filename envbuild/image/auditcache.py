@@ -32,6 +32,7 @@ import os
 import re
 
 from envbuild._util.files import write_atomic
+from envbuild._util.jsontext import parse_json
 from envbuild.audit.kernels import Kernels
 from envbuild.image.layerfacts import LayerFacts
 
@@ -85,7 +86,7 @@ def load_layer(diff_id: str, binary: str) -> LayerFacts | None:
     if len(data) > MAX_BYTES:
         return None
     try:
-        entry = json.loads(data)
+        entry = parse_json(data)
     except ValueError:
         return None
     return _facts(entry, diff_id)

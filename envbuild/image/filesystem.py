@@ -19,13 +19,13 @@ functions: importing this module costs nothing.
 from __future__ import annotations
 
 import io
-import json
 import os
 import posixpath
 import shutil
 import tarfile
 import tempfile
 
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
 from envbuild.audit.kernels import Kernels, cuobjdump_binary
@@ -284,7 +284,7 @@ def _read_engine(image, ref: str, layers: Layers) -> list[str]:  # image: docker
             for member in archive:
                 if member.name == "manifest.json" and member.isfile():
                     handle = archive.extractfile(member)
-                    manifest = json.loads(handle.read()) if handle else None
+                    manifest = parse_json(handle.read()) if handle else None
                 elif member.issym():  # `docker save` links a layer it already wrote
                     aliases[member.name] = posixpath.normpath(
                         posixpath.join(posixpath.dirname(member.name), member.linkname)

@@ -29,6 +29,7 @@ import shlex
 import sys
 import uuid
 
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError
@@ -139,7 +140,7 @@ def parse_python_dists(text: str) -> tuple[PythonDist, ...]:
     found: dict[str, PythonDist] = {}
     for line in text.splitlines():
         try:
-            name, version = json.loads(line)
+            name, version = parse_json(line)
         except (ValueError, TypeError):
             continue
         if isinstance(name, str) and isinstance(version, str) and name:
@@ -182,7 +183,7 @@ def parse_conda_meta(documents: list[str]) -> tuple[CondaPackage, ...]:
     found = []
     for text in documents:
         try:
-            meta = json.loads(text)
+            meta = parse_json(text)
         except ValueError:
             continue
         if not isinstance(meta, dict) or not meta.get("name") or not meta.get("version"):

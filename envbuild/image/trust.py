@@ -15,8 +15,7 @@ The signed attestation that closes that gap replaces this function, and no calle
 
 from __future__ import annotations
 
-import json
-
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild.errors import PromoteError, UsageError
 from envbuild.image.verify import REPORT_DIGEST, report_digest, report_document
@@ -59,7 +58,7 @@ def trusted_report(path: str, image_id: str) -> TrustedReport:
             fix="pass the file `envbuild verify IMAGE --report FILE` wrote",
         ) from None
     try:
-        saved = json.loads(text)
+        saved = parse_json(text)
     except ValueError as exc:
         raise _refuse(path, f"is not JSON ({exc})") from None
     if not isinstance(saved, dict):

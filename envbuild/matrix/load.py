@@ -13,6 +13,7 @@ import json
 import os
 
 from envbuild import __version__
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import MatrixError, UsageError
 from envbuild.matrix.arch import parse_arch_list
@@ -110,7 +111,7 @@ def read_raw(root: str) -> tuple[str, dict[str, Any]]:
     if cache_file is not None:
         try:
             with open(cache_file, "rb") as handle:
-                cached = json.loads(handle.read())
+                cached = parse_json(handle.read())
             if cached["digest"] == digest and isinstance(cached["files"], dict):
                 return digest, cached["files"]
         except (OSError, ValueError, KeyError, TypeError, RecursionError):

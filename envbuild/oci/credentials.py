@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild.errors import EnvbuildError
 from envbuild.oci.reference import HUB_ALIASES
@@ -163,7 +164,7 @@ def run_helper(name: str, server: str, registry: str, config_path: str) -> Crede
             fix=f"run `docker login {registry}` again; {check}",
         )
     try:
-        answer = json.loads(done.stdout)
+        answer = parse_json(done.stdout)
         username, secret = answer["Username"], answer["Secret"]
         if not isinstance(username, str) or not isinstance(secret, str):
             raise TypeError

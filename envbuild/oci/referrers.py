@@ -25,6 +25,7 @@ import hashlib
 import json
 import time
 
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, NotFound, UsageError
@@ -164,7 +165,7 @@ def fetch_artifact(repository_ref: str, descriptor: dict, docker_config: str | N
     if isinstance(size, int) and size != len(body):
         raise corrupt(f"the entry gives size {size}, the manifest has {len(body)} bytes")
     try:
-        manifest = json.loads(body)
+        manifest = parse_json(body)
     except ValueError:
         manifest = None
     if not isinstance(manifest, dict) or manifest.get("mediaType") != OCI_MANIFEST:
@@ -209,13 +210,13 @@ def copy_referrers(
     digests = [digest]
     body, media_type, _ = source.manifest(digest)
     if media_type in INDEX_MEDIA_TYPES:
-        children = json.loads(body).get("manifests") or []
+        children = parse_json(body).get("manifests") or []
         digests += [str(c.get("digest")) for c in children if isinstance(c, dict) and c.get("digest")]
     copied = []
     for subject_digest in digests:
         for descriptor, _ in _listed(source, subject_digest, None):
             artifact, _, artifact_digest = source.manifest(descriptor["digest"])
-            manifest = json.loads(artifact)
+            manifest = parse_json(artifact)
             for blob in [manifest.get("config") or {}, *(manifest.get("layers") or [])]:
                 if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
                     target.mount_blob(source, blob["digest"])
@@ -301,7 +302,7 @@ def _path_of(repository: Repository, digest: str) -> str:
 
 def _index(body: bytes, what: str) -> dict:
     try:
-        index = json.loads(body)
+        index = parse_json(body)
     except ValueError:
         index = None
     if not isinstance(index, dict) or not isinstance(index.get("manifests", []), list):
@@ -318,7 +319,7 @@ def _same_document(repository: Repository, listed: tuple[dict, str], payload: st
     descriptor, _ = listed
     try:
         body, _, digest = repository.manifest(descriptor["digest"])
-        manifest = json.loads(body)
+        manifest = parse_json(body)
     except (NotFound, ValueError):
         return ""
     layers = manifest.get("layers") or []
@@ -350,7 +351,7 @@ def _put_artifact(
         )
     if response.headers.get("OCI-Subject", "").strip() == subject:
         return PATH_API
-    manifest = json.loads(body)
+    manifest = parse_json(body)
     entry = {
         "mediaType": OCI_MANIFEST,
         "digest": digest,

@@ -29,6 +29,7 @@ import os
 import re
 
 from envbuild._util.http import short_reason, with_retries
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, NotFound, UsageError
@@ -739,7 +740,7 @@ def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]
     media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip()
     if not media_type or media_type in ("application/json", "application/octet-stream"):
         with contextlib.suppress(ValueError, AttributeError):
-            media_type = str(json.loads(body).get("mediaType") or media_type)
+            media_type = str(parse_json(body).get("mediaType") or media_type)
     header = response.headers.get("Docker-Content-Digest", "").strip()
     return body, media_type, header if DIGEST_RE.fullmatch(header) else computed
 
@@ -802,7 +803,7 @@ def _get_blob(session: _Session, digest: str) -> bytes:
 def json_object(body: bytes, what: str) -> dict:
     """The JSON object a registry served as `what`; anything else is an EnvbuildError naming it."""
     try:
-        value = json.loads(body)
+        value = parse_json(body)
     except ValueError:
         value = None
     if not isinstance(value, dict):

@@ -15,8 +15,7 @@ and the gates are checked from the report's own numbers either way.
 
 from __future__ import annotations
 
-import json
-
+from envbuild._util.jsontext import parse_json
 from envbuild.errors import UsageError, VerifyError
 from envbuild.image.verify import Verification, judge_output
 from envbuild.oci.reference import parse_reference
@@ -44,7 +43,7 @@ def verify_from_log(image: str, path: str, *, device: str = "gpu", runtime: str 
         ) from None
     line = report_line(text, path)
     found = identify(image)
-    report = json.loads(line)
+    report = parse_json(line)
     exit_code = 0 if report.get("passed") is True else 1
     seconds = report.get("duration_s")
     return judge_output(
@@ -68,7 +67,7 @@ def report_line(text: str, path: str) -> str:
         if not line.startswith("{"):
             continue
         try:
-            value = json.loads(line)
+            value = parse_json(line)
         except ValueError:
             if line is lines[-1]:
                 raise VerifyError(

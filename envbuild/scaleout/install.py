@@ -16,9 +16,9 @@ committed with the workflow.
 
 from __future__ import annotations
 
-import json
 import re
 
+from envbuild._util.jsontext import parse_json
 from envbuild.errors import UsageError
 from envbuild.spec.validate import reject_metacharacters, reject_unsafe_text
 
@@ -131,7 +131,7 @@ def installed_origin() -> dict | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except ValueError:
         return {"url": "an unreadable direct_url.json"}
     return data if isinstance(data, dict) else {"url": "an unreadable direct_url.json"}

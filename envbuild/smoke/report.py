@@ -19,6 +19,7 @@ import json
 import os
 import re
 
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING
 from envbuild._util.redact import redact
 from envbuild.smoke.programs.smoke_common import (
@@ -199,7 +200,7 @@ def parse_report(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.splitlines()):
         if line.strip():
             try:
-                value = json.loads(line)
+                value = parse_json(line)
             except ValueError:
                 return None
             return value if isinstance(value, dict) else None

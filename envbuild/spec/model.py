@@ -12,6 +12,7 @@ import os
 import re
 
 from envbuild._util import toml
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.audit import skip as skipping
 from envbuild.errors import UsageError
@@ -59,7 +60,7 @@ def _whole_or_text(text: str) -> Any:
 
 def _list_or_text(text: str) -> Any:
     try:
-        return json.loads(text)
+        return parse_json(text)
     except ValueError:
         return text
 
