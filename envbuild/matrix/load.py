@@ -39,7 +39,7 @@ from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patc
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: stricter matrix schema (index URLs, images, names); older caches are re-checked
 
 # ---------------------------------------------------------------------------------------------
 # locating and reading the files
