@@ -40,7 +40,7 @@ from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patc
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_FORMAT = 2  # 2: keyed by the files' sha256 (issue 33)
+CACHE_FORMAT = 3  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names)
 
 # ---------------------------------------------------------------------------------------------
 # locating and reading the files

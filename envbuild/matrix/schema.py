@@ -8,6 +8,7 @@ KeyError deep in the resolver.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,17 @@ OS_FAMILIES = ("ubuntu", "debian")
 CUDA_FAMILY = ("nvidia-", "cuda-", "tensorrt")  # requirements.toml records these names only
 _DIST_RE = re.compile(r"^[a-z0-9]+([-.][a-z0-9]+)*$")
 _URL_RE = re.compile(r"^https?://[^\s/$.?#][^\s]*$")
+# A name reaches tags, paths and RUN lines: letters, digits and _ . + - only (one character class,
+# so matching is linear), and an empty string only where the field allows it (an empty extra).
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,62}")
+# What a matrix value may never hold, whatever the field: characters that split a Dockerfile line or
+# hide text (Unicode categories, as envbuild/spec/validate.py refuses them in a spec), and, in URLs,
+# anything a shell would act on.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co"})
+_SHELL_CHARS = frozenset(";|&$`'\"<>(){}\\")
+_SHOWN = " ".join(sorted(_SHELL_CHARS))
+MAX_TEXT = 4096  # the longest free-text value (a note, a label); rows today stay under 300
+MAX_URL = 2048
 _ARCH_SOURCE_RE = re.compile(r"^https?://[^\s#]+\.whl#sha256=[0-9a-f]{64}$")
 _PY_RE = re.compile(r"^3\.\d{1,2}$")
 _RELEASE_RE = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
@@ -30,6 +42,83 @@ _MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 _DAY_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
 
 Check = Callable[[Any], "str | None"]
+
+
+def _unsafe_char(value: str) -> str | None:
+    """The first character that would start a new Dockerfile line or hide text, described; one pass."""
+    for ch in value:
+        if unicodedata.category(ch) in _UNSAFE_CATEGORIES:
+            shown = {"\n": "a newline", "\r": "a carriage return", "\x00": "a NUL byte"}.get(ch, "")
+            return f"contains {shown or 'a control or invisible character'} (U+{ord(ch):04X})"
+    return None
+
+
+def _text(value: Any) -> str | None:
+    """Any string a matrix row holds: it may reach a Dockerfile comment or a label, where a line end
+    would become an instruction of its own."""
+    if not isinstance(value, str):
+        return "expected a string"
+    if len(value) > MAX_TEXT:
+        return f"expected a string of at most {MAX_TEXT} characters"
+    return _unsafe_char(value)
+
+
+def _index_url(value: Any) -> str | None:
+    """A plain http(s) URL: it is written into `RUN pip install --index-url`. Checked character by
+    character (linear time, no backtracking regex) and refusing whatever a shell would act on."""
+    accepted = "expected a plain http(s) URL like 'https://download.pytorch.org/whl/cu126'"
+    if not isinstance(value, str) or len(value) > MAX_URL:
+        return accepted
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme not in ("http", "https") or not rest or rest[0] in "/.?#@:":
+        return accepted
+    for ch in value:
+        if ch in _SHELL_CHARS or ch.isspace() or not ch.isascii() or not ch.isprintable():
+            return f"contains {ch!r}, which a shell would act on; {accepted} (no spaces, quotes, {_SHOWN})"
+    host = rest.split("/", 1)[0]
+    if "@" in host:
+        return "contains a user name or password; keep credentials in ~/.netrc or a keyring"
+    return None
+
+
+def _image_reference(value: Any) -> str | None:
+    """An image reference, by the one grammar the spec uses (Docker's, envbuild.oci.reference)."""
+    from envbuild.errors import UsageError
+    from envbuild.oci.reference import parse_reference
+
+    accepted = "expected an image reference like 'ubuntu:22.04' or 'registry:5000/base/debian:bookworm'"
+    if not isinstance(value, str) or value != value.strip() or _unsafe_char(value):
+        return accepted
+    if any(ch in _SHELL_CHARS for ch in value):
+        return accepted
+    try:
+        parse_reference(value)
+    except UsageError:
+        return accepted
+    return None
+
+
+def _repository(value: Any) -> str | None:
+    """An image repository: a reference without a tag or a digest."""
+    from envbuild.errors import UsageError
+    from envbuild.oci.reference import parse_reference
+
+    problem = _image_reference(value)
+    try:
+        if problem is None and parse_reference(value).name == value:
+            return None
+    except UsageError:
+        pass
+    return "expected an image repository like 'nvidia/cuda' (no tag or digest)"
+
+
+def _name(*, allow_empty: bool = False) -> Check:
+    def check(value: Any) -> str | None:
+        if isinstance(value, str) and (_NAME_RE.fullmatch(value) or (allow_empty and value == "")):
+            return None
+        return "expected a name: letters, digits and _ . + - (at most 63), like 'cu126' or 'ubuntu22.04'"
+
+    return check
 
 
 def _typed(kind: type, label: str) -> Check:
@@ -123,7 +212,12 @@ def _requires(value: Any) -> str | None:
     return None
 
 
-STR = _typed(str, "a string")
+STR = _text
+NAME = _name()
+OPTIONAL_NAME = _name(allow_empty=True)  # an extra may be "" (the plain package)
+NAMES = _list_of(NAME, "names", allow_empty=True)
+INDEX_URL = _index_url
+IMAGE = _image_reference
 INT = _typed(int, "an integer")
 BOOL = _typed(bool, "true or false")
 URL = _matching(_URL_RE, "an http(s) URL of the primary source")
@@ -172,8 +266,8 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
     },
     "image": {
         "cuda": (PATCH, True),
-        "os": (_list_of(STR, "OS names"), True),
-        "cudnn_os": (STRINGS, False),
+        "os": (_list_of(NAME, "OS names"), True),
+        "cudnn_os": (NAMES, False),
         "cudnn_tag": (_one_of(("cudnn8", "cudnn9", "cudnn")), False),
         "cudnn": (STR, False),
         "nccl": (STR, False),
@@ -183,7 +277,7 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         **PROVENANCE,
     },
     "image_policy": {
-        "repository": (STR, True),
+        "repository": (_repository, True),
         "delete_after_months": (INT, True),
         **PROVENANCE,
     },
@@ -201,47 +295,47 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         **PROVENANCE,
     },
     "os": {
-        "name": (STR, True),
-        "image": (STR, True),
+        "name": (NAME, True),
+        "image": (IMAGE, True),
         "family": (_one_of(OS_FAMILIES), True),
         "python": (MINOR, True),
         "glibc": (MINOR, True),
         **PROVENANCE,
     },
     "framework": {
-        "name": (STR, True),
+        "name": (NAME, True),
         "display_name": (STR, True),
-        "package": (STR, True),
-        "aliases": (STRINGS, False),
-        "conda_packages": (STRINGS, False),
+        "package": (NAME, True),
+        "aliases": (NAMES, False),
+        "conda_packages": (NAMES, False),
         **PLATFORM_FIELDS,
         **PROVENANCE,
     },
     "release": {
         "versions": (RELEASE_VERSIONS, True),
         "python": (PYTHON, True),
-        "pypi_variant": (STR, False),
+        "pypi_variant": (NAME, False),
         "variant": (None, True),
         **PLATFORM_FIELDS,
         **PROVENANCE,
     },  # type: ignore[dict-item]
     "build": {  # requirements.toml: one framework build's METADATA requirements
-        "framework": (STR, True),
+        "framework": (NAME, True),
         "version": (_matching(_RELEASE_RE, 'one framework release, like "0.10.2"'), True),
-        "variant": (STR, True),
+        "variant": (NAME, True),
         "wheel": (_matching(_DIST_RE, 'the distribution read, canonical, like "jax-cuda12-plugin"'), True),
-        "extra": (STR, True),
+        "extra": (OPTIONAL_NAME, True),
         "source": (WHEEL_SOURCE, True),
         "requires": (_requires, True),
     },
     "variant": {
-        "name": (STR, True),
+        "name": (NAME, True),
         "cuda": (MINOR, False),
         "cuda_min": (MINOR, False),
         "cudnn": (STR, False),
         "nccl": (STR, False),
-        "index_url": (URL, True),
-        "extra": (STR, False),
+        "index_url": (INDEX_URL, True),
+        "extra": (OPTIONAL_NAME, False),
         "cuda_from": (_one_of(CUDA_FROM), True),
         "arch": (ARCH, True),
         "arch_source": (ARCH_SOURCE, False),  # set when the arch list was measured from that wheel

@@ -58,9 +58,24 @@ def literal(value: object) -> str:
     return double_quoted(value).replace("$", "\\$")
 
 
-def _environment():
-    """Dockerfiles quote every value with `dq`, or `literal` for text that must not expand."""
-    return environment({"dq": double_quoted, "literal": literal})
+def shell_word(value: object) -> str:
+    """One shell word, whatever the value holds: values are validated before they get here, and this
+    is the second wall, so a value that slips past a check (a matrix row, a new field) still cannot
+    chain a command. shlex.quote leaves plain words (URLs, names, paths) as they are."""
+    import shlex
+
+    return shlex.quote(str(value))
+
+
+def single_quoted(value: object) -> str:
+    """Always single-quoted, for words written quoted even when plain (conda match specs)."""
+    return "'" + str(value).replace("'", "'\"'\"'") + "'"
+
+
+def dockerfile_environment():
+    """Dockerfiles quote every value with `dq`, or `literal` for text that must not expand; RUN lines
+    quote every interpolated word with `sh` (or `sq`)."""
+    return environment({"dq": double_quoted, "literal": literal, "sh": shell_word, "sq": single_quoted})
 
 
 def _squeeze(text: str) -> str:
@@ -73,7 +88,7 @@ def _squeeze(text: str) -> str:
 
 
 def render_files(plan: Plan) -> dict[str, bytes]:
-    env = _environment()
+    env = dockerfile_environment()
     context = {
         "plan": plan,
         "version": __version__,
