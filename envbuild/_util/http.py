@@ -64,6 +64,9 @@ def retry_after(value: str | None, *, now: float | None = None) -> float | None:
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+MAX_REDIRECTS = 30  # requests' own limit (Session.max_redirects), which TooManyRedirects reports
+
+
 def with_retries(
     send: Callable[[], requests.Response],
     *,
@@ -82,6 +85,13 @@ def with_retries(
         wait = delay
         try:
             response = send()
+        except requests.exceptions.TooManyRedirects as exc:  # a loop, not a blip: never retried
+            url = redact(str(getattr(exc.request, "url", "") or "the server").split("?", 1)[0])
+            raise EnvbuildError(
+                f"{url} redirected more than {MAX_REDIRECTS} times (a redirect loop)",
+                fix="check the URL and the server's configuration; a mirror that redirects to itself "
+                "needs fixing there",
+            ) from None
         except (
             requests.exceptions.ConnectionError,
             requests.exceptions.Timeout,

@@ -128,6 +128,12 @@ def check_elf(path: str) -> None:
             f"audit {path}: not an ELF shared object",
             fix="give a .so, a directory of them, a .whl, a local image or REPO@sha256:...",
         )
+    needed = 64 if header[4] == 2 else 52  # the whole ELF header of its class
+    if len(header) < needed:  # a 60-byte "ELF" was an internal error here (issue 33)
+        raise UsageError(
+            f"audit {path}: truncated ELF file ({size} bytes; its ELF header alone is {needed})",
+            fix="copy or download it again",
+        )
     order = "<" if header[5] == 1 else ">"
     if header[4] == 2:  # 64-bit: e_shoff at 40, e_shentsize/e_shnum at 58/60
         (shoff,) = struct.unpack_from(order + "Q", header, 40)

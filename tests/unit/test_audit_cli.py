@@ -63,6 +63,18 @@ def test_truncated_library_exits_2_naming_it(capsys: pytest.CaptureFixture[str],
     assert "truncated ELF file" in err
 
 
+@pytest.mark.parametrize("kept", [5, 52, 60, 63])
+def test_an_elf_cut_inside_its_header_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kept: int
+) -> None:
+    """Issue 33: a 60-byte 64-bit ELF (cut inside its 64-byte header) was an internal error."""
+    whole = plain_elf(tmp_path / "whole.so")
+    cut = truncated(whole, tmp_path / "libcut.so", kept)
+    code, _, err = run_cli(capsys, "audit", str(cut), "--gpu", "H100")
+    _refused(code, err, str(cut))
+    assert "truncated ELF file" in err or "not an ELF shared object" in err
+
+
 def test_corrupt_wheel_exits_2_naming_it(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     whole = _wheel(tmp_path / "plain-1.0-py3-none-any.whl", tmp_path)
     cut = truncated(whole, tmp_path / "cut-1.0-py3-none-any.whl", whole.stat().st_size // 2)
