@@ -1,0 +1,122 @@
+"""Reading an HTTP answer's body within a byte limit and one deadline for the whole request.
+
+`response.content` reads whatever a server sends: a 1.5 GiB manifest exhausted memory. And requests'
+timeout is per read, so a server that sends one byte every 20 s kept `audit` waiting for ever, and an
+endless conda repodata.json left a 16.7 GB cache file behind (issue 33). Every body envbuild reads
+goes through here instead: streamed in chunks, counted, stopped at its Limit (a Content-Length over
+the limit is refused before a byte is read), stopped when the request's deadline has passed, and,
+when it goes to a file, written beside the target and renamed only once it is whole, so a failure
+leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from envbuild._util import limits
+from envbuild._util.record import TYPE_CHECKING
+from envbuild._util.redact import redact
+from envbuild.errors import EnvbuildError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import requests
+
+CHUNK = 1 << 16
+
+
+def _url(response: requests.Response) -> str:
+    return redact(str(response.url or "the request").split("?", 1)[0])
+
+
+def _cap(limit: limits.Limit | int) -> int:
+    return limit.get() if isinstance(limit, limits.Limit) else int(limit)
+
+
+def too_large(response: requests.Response, what: str, cap: int, limit: limits.Limit | int) -> EnvbuildError:
+    env = limit.env if isinstance(limit, limits.Limit) else None
+    return EnvbuildError(
+        f"{_url(response)}: {what} is larger than envbuild reads ({limits.size(cap)})",
+        fix="the server sent more than any genuine "
+        + what
+        + " holds; check the URL and the server"
+        + (f", or raise {env} if this one really is that large" if env else ""),
+    )
+
+
+def chunks(
+    response: requests.Response,
+    *,
+    what: str,
+    limit: limits.Limit | int,
+    started: float | None = None,
+) -> Iterator[bytes]:
+    """The body in chunks, stopped past `limit` bytes or once HTTP_DEADLINE_S has passed since
+    `started` (time.monotonic(); default: now). The response is closed however it ends."""
+    cap = _cap(limit)
+    deadline = (time.monotonic() if started is None else started) + limits.HTTP_DEADLINE_S.get()
+    try:
+        declared = response.headers.get("Content-Length", "")
+        if declared.strip().isdigit() and int(declared) > cap:
+            raise too_large(response, what, cap, limit)
+        import requests
+
+        count = 0
+        try:
+            for chunk in response.iter_content(CHUNK):
+                count += len(chunk)
+                if count > cap:
+                    raise too_large(response, what, cap, limit)
+                if time.monotonic() > deadline:
+                    raise EnvbuildError(
+                        f"{_url(response)}: {what} did not arrive within {limits.HTTP_DEADLINE_S.get()} s "
+                        f"({limits.size(count)} came)",
+                        fix="the server is too slow or stalls on purpose; try again, use a mirror, or "
+                        f"raise {limits.HTTP_DEADLINE_S.env} for a slow link",
+                    )
+                yield chunk
+        except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+            raise EnvbuildError(
+                f"{_url(response)}: the connection broke while {what} came ({limits.size(count)} came): "
+                f"{type(exc).__name__}",
+                fix="try again; if it keeps happening, check the network or the server",
+            ) from None
+    finally:
+        response.close()
+
+
+def read(
+    response: requests.Response, *, what: str, limit: limits.Limit | int, started: float | None = None
+) -> bytes:
+    """The whole body, within `limit` bytes and the request's deadline (see chunks)."""
+    return b"".join(chunks(response, what=what, limit=limit, started=started))
+
+
+def save(
+    response: requests.Response,
+    path: str,
+    *,
+    what: str,
+    limit: limits.Limit | int = limits.DOWNLOAD_BYTES,
+    started: float | None = None,
+) -> int:
+    """Write the body to `path` (beside it first, renamed when whole); returns the byte count.
+    Whatever stops it, over the limit, past the deadline, a broken connection or an interrupt,
+    removes the partial file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    partial = f"{path}.{os.getpid()}.partial"
+    count = 0
+    try:
+        with open(partial, "wb") as handle:
+            for chunk in chunks(response, what=what, limit=limit, started=started):
+                handle.write(chunk)
+                count += len(chunk)
+        os.replace(partial, path)
+    except BaseException:
+        if os.path.exists(partial):
+            os.unlink(partial)
+        raise
+    return count
