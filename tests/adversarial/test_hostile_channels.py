@@ -224,3 +224,33 @@ def test_a_base_url_on_another_host_is_locked_and_said(capsys, tmp_path: Path, c
     locked = (directory / "envbuild.lock").read_text()
     assert 'url = "https://cdn.example.net/mirror/linux-64/app-1.0-h0_0.tar.bz2"' in locked
     assert cache_files(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [('build = "h0_0"', 'build = "h9_9"'), ("app-1.0-h0_0.tar.bz2", "app-1.0-h0_0;id.tar.bz2")],
+    ids=["build-edited", "file-name-edited"],
+)
+def test_render_refuses_a_locked_identity_its_url_contradicts(
+    capsys, tmp_path: Path, channel, old: str, new: str
+) -> None:
+    """The read side of the same check: a lock whose conda entry was edited so that its name,
+    version and build no longer match its URL's file name (or the file name is unsafe) is refused by
+    render, naming the entry, before anything is rendered."""
+    from envbuild.cli.app import main
+
+    _, served = channel
+    code, text, directory = lock(capsys, tmp_path, served.url)
+    assert code == 0, text
+    path = directory / "envbuild.lock"
+    locked = path.read_text()
+    entry = locked.index('name = "app"')
+    edited = locked[:entry] + locked[entry:].replace(old, new, 1)
+    assert edited != locked
+    path.write_text(edited)
+    out = tmp_path / "rendered"
+    code = main(["render", "-f", str(directory / "envbuild.toml"), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1, err
+    assert "envbuild.lock is malformed" in err and "(app)" in err and "Traceback" not in err, err
+    assert not out.exists()
