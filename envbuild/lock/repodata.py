@@ -59,7 +59,7 @@ def _validators(meta: str) -> dict[str, str]:
     headers = {}
     for header, key in (("If-None-Match", "etag"), ("If-Modified-Since", "last-modified")):
         value = data.get(key)
-        if isinstance(value, str) and value.isprintable() and len(value) < 1024:
+        if isinstance(value, str) and value and value.isprintable() and len(value) < 1024:
             headers[header] = value
     return headers
 
@@ -108,9 +108,10 @@ def fetch(session: requests.Session, channel: str, subdir: str, directory: str) 
     except EnvbuildError as exc:
         raise _unreadable(channel, exc.message, exc.fix) from None
     kept = {
-        "etag": response.headers.get("ETag", ""),
-        "last-modified": response.headers.get("Last-Modified", ""),
+        key: response.headers[header]
+        for key, header in (("etag", "ETag"), ("last-modified", "Last-Modified"))
+        if response.headers.get(header)
     }
-    if any(kept.values()):
+    if kept:
         write_atomic(meta, json.dumps(kept))
     return path

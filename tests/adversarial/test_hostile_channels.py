@@ -254,3 +254,21 @@ def test_render_refuses_a_locked_identity_its_url_contradicts(
     assert code == 1, err
     assert "envbuild.lock is malformed" in err and "(app)" in err and "Traceback" not in err, err
     assert not out.exists()
+
+
+def test_a_relock_revalidates_the_cached_repodata_instead_of_fetching_it_again(
+    capsys, tmp_path: Path, channel
+) -> None:
+    """The cache is what bounds a second lock: the server answers 304 to the ETag/Last-Modified
+    the first fetch kept, so a relock that solves again receives no repodata bytes."""
+    built, served = channel
+    code, text, directory = lock(capsys, tmp_path, served.url)
+    assert code == 0, text
+    first = served.sent
+    repodata = sum(len((built.root / s / "repodata.json").read_bytes()) for s in ("linux-64", "noarch"))
+    assert first >= repodata
+    served.sent = 0
+    code, out, err = run_lock(capsys, directory, "--upgrade", "--base-image", BASE)
+    assert code == 0, out + err
+    assert served.sent == 0, served.sent
+    assert cache_files(tmp_path) == []
