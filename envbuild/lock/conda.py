@@ -6,6 +6,14 @@ glibc as `__glibc`, and the spec's channels in priority order (names on anaconda
 team's mirror). Its answer is exact: every package's URL and sha256, which render turns into an
 explicit install with no solve at build time.
 
+Each channel's repodata.json is fetched by envbuild.lock.repodata, bounded in bytes and time, and
+rattler solves from those files. Every solved record then goes through the lock reader's own check
+(envbuild.spec.lockread.check_conda_package) before it is locked: a record without a sha256, with a
+file name that is unsafe or that contradicts its name, version and build, is a LockError naming the
+channel and the package, never a lock that `render` and `lock --check` would refuse (issue 33). A
+package URL on another host than its channel (the channel's `info.base_url` moved it) is locked
+as it is, its URL in the lock, and said in the lock's output (see `moved_hosts`).
+
 rattler is imported inside the functions: `envbuild resolve` never pays for it.
 """
 
@@ -13,11 +21,13 @@ from __future__ import annotations
 
 import os
 import re
+from urllib.parse import urlsplit
 
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
-from envbuild.errors import LockError, NoStackError
+from envbuild.errors import EnvbuildError, LockError, NoStackError
 from envbuild.spec.lockfile import LockedCondaPackage
+from envbuild.spec.lockread import check_conda_package
 
 ANACONDA = "https://conda.anaconda.org"  # where a channel given by name lives
 # mambaorg/micromamba:<version> (render.plan.MICROMAMBA_IMAGE) is built on debian:13-slim
@@ -48,8 +58,8 @@ def channel_url(channel: str) -> str:
 
 
 def cache_dir() -> str | None:
-    """Where rattler keeps fetched repodata: conda/ under envbuild's cache (matrix.load.cache_dir);
-    None (rattler's default) when caching is off."""
+    """Where fetched repodata is kept: conda/ under envbuild's cache (matrix.load.cache_dir); None
+    when caching is off (then each solve fetches into a temporary directory)."""
     from envbuild.matrix.load import cache_dir as envbuild_cache
 
     root = envbuild_cache()
@@ -63,8 +73,6 @@ def solve_conda(
     package only if the environment has it (a relock's previous pins: they keep versions without
     pulling in a package the spec no longer needs). An unsatisfiable request is a NoStackError
     (exit 3) naming the conflict; an unreachable or broken channel a LockError naming its URL."""
-    import asyncio
-
     import rattler
 
     virtual = [
@@ -79,29 +87,65 @@ def solve_conda(
         )
     ]
     specs = [rattler.MatchSpec(spec) for spec in request.specs]  # lenient: pytorch=2.5.1=cuda12*
-    channels = [rattler.Channel(url) for url in request.channels]
-
-    async def solve() -> list:
-        gateway = rattler.Gateway(cache_dir=cache_dir())
-        return await rattler.solve(
-            channels,
-            specs,
-            gateway=gateway,
-            platforms=[request.subdir, "noarch"],
-            virtual_packages=virtual,
-            constraints=[rattler.MatchSpec(spec) for spec in constraints] or None,
-        )
-
-    try:
-        records = asyncio.run(solve())
-    except Exception as exc:  # rattler's exceptions live in its private modules
-        raise _explain(exc, request) from None
+    records = _solve_from_files(request, specs, virtual, constraints)
     return tuple(sorted((_locked(record, layer) for record in records), key=lambda p: p.name))
 
 
+def _solve_from_files(
+    request: CondaRequest, specs: list, virtual: list, constraints: tuple[str, ...]
+) -> list:
+    """rattler's solve over the channels' repodata.json files, fetched (bounded) by
+    envbuild.lock.repodata into the cache (or a temporary directory when caching is off)."""
+    import asyncio
+    import tempfile
+
+    import rattler
+    import requests
+
+    from envbuild.lock.repodata import fetch, repodata_url
+
+    root = cache_dir()
+    with tempfile.TemporaryDirectory(prefix="envbuild-repodata-") as scratch, requests.Session() as session:
+        directory = os.path.join(root, "repodata") if root else scratch
+        os.makedirs(directory, exist_ok=True)
+        sources = []
+        for url in request.channels:
+            channel = rattler.Channel(url)
+            for subdir in (request.subdir, "noarch"):
+                path = fetch(session, url, subdir, directory)
+                try:
+                    sources.append(rattler.SparseRepoData(channel, subdir, path))
+                except Exception as exc:  # rattler's parse errors: OSError, ValueError, its own
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+                    raise LockError(
+                        redact(
+                            f"the conda channel {url} could not be read: {repodata_url(url, subdir)} "
+                            f"is not conda repodata ({first})"
+                        ),
+                        fix="the channel serves a broken index; tell its maintainers, or use another "
+                        "mirror in [packages] conda-channels",
+                    ) from None
+        try:
+            return asyncio.run(
+                rattler.solve_with_sparse_repodata(
+                    specs,
+                    sources,
+                    virtual_packages=virtual,
+                    constraints=[rattler.MatchSpec(spec) for spec in constraints] or None,
+                )
+            )
+        except EnvbuildError:
+            raise
+        except Exception as exc:  # rattler's exceptions live in its private modules
+            raise _explain(exc, request) from None
+
+
 def _locked(record: object, layer: str) -> LockedCondaPackage:
+    """The record as the lock holds it, checked by the lock reader's own rules (with the file name
+    the channel gave it, which the URL may no longer show): a LockError naming the channel and the
+    package when the lock's readers would refuse it."""
     sha256 = record.sha256  # type: ignore[attr-defined]
-    return LockedCondaPackage(
+    package = LockedCondaPackage(
         name=record.name.normalized,  # type: ignore[attr-defined]
         version=str(record.version),  # type: ignore[attr-defined]
         build=str(record.build),  # type: ignore[attr-defined]
@@ -111,6 +155,33 @@ def _locked(record: object, layer: str) -> LockedCondaPackage:
         url=str(record.url),  # type: ignore[attr-defined]
         sha256="sha256:" + sha256.hex() if sha256 else "",
     )
+    file_name = str(record.file_name)  # type: ignore[attr-defined]
+    try:
+        check_conda_package(package, file_name=file_name)
+    except ValueError as exc:
+        shown = f"{package.name} {package.version} {package.build}"
+        raise LockError(
+            redact(
+                f"the conda channel {package.channel} offers {shown} as {file_name[:200]!r}, which "
+                f"envbuild will not lock: {exc}"
+            ),
+            fix="the channel's repodata.json is broken or hostile: tell its maintainers, pin another "
+            "build in [packages] conda, or use another mirror in [packages] conda-channels",
+        ) from None
+    return package
+
+
+def moved_hosts(packages: tuple[LockedCondaPackage, ...]) -> dict[str, list[str]]:
+    """{host: [package, ...]} of the packages whose URL is on another host than their channel's: the
+    channel's repodata.json set `info.base_url` (CEP 15) to a CDN or another server. They are locked
+    (a mirror's CDN is real, and the sha256 still comes from the channel), and the lock's output
+    names them, so a reviewer sees where the bytes will come from."""
+    moved: dict[str, list[str]] = {}
+    for package in packages:
+        host = urlsplit(package.url).netloc.rpartition("@")[2].lower()
+        if host != urlsplit(package.channel).netloc.rpartition("@")[2].lower():
+            moved.setdefault(host, []).append(package.name)
+    return moved
 
 
 _TREE = re.compile(r"^[\s│├└─]+")

@@ -16,7 +16,7 @@ import re
 
 from envbuild._util.progress import SILENT, Progress
 from envbuild.errors import NoStackError
-from envbuild.lock.conda import MICROMAMBA_GLIBC, CondaRequest, channel_url, solve_conda
+from envbuild.lock.conda import MICROMAMBA_GLIBC, CondaRequest, channel_url, moved_hosts, solve_conda
 from envbuild.matrix.platforms import platform as platform_named
 from envbuild.matrix.versions import format_minor
 from envbuild.render.plan import Plan
@@ -89,6 +89,12 @@ def lock_conda(
     detail = f"{len(framework)} framework + {len(user)} user packages from {', '.join(request.channels)}"
     if afresh:
         detail += "; the previous conda pins do not solve with the spec now, so it was solved afresh"
+    for host, names in sorted(moved_hosts(framework + user).items()):  # info.base_url: said, not hidden
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        detail += (
+            f"; {len(names)} package(s) download from {host}, not from their channel's host (its "
+            f"repodata.json sets info.base_url): {shown}; their url in envbuild.lock says so"
+        )
     step.done(detail)
     return framework + user
 

@@ -36,7 +36,7 @@ from envbuild.spec.lockfile import (
     write_lock,
 )
 from envbuild.spec.lockproblem import Problem, platform_suffix, problem
-from envbuild.spec.lockread import load_previous, read_lock
+from envbuild.spec.lockread import load_previous, lock_from_data, read_lock
 from envbuild.spec.lockseal import seal_problems
 from envbuild.spec.model import Spec, Target
 
@@ -283,6 +283,7 @@ def relock(
     )
     if upgrade_packages and previous is None:  # nothing was locked: the closure just resolved decides
         _refuse_unknown_upgrades(upgrade_packages, _lock_names(lock) | _direct_names(spec), path)
+    refuse_unreadable(lock, path)
     try:
         write_lock(path, lock, key)
     except OSError as exc:
@@ -291,6 +292,22 @@ def relock(
             fix="run `envbuild lock` where the spec's directory is writable and its filesystem has space",
         ) from None
     return previous, lock, path
+
+
+def refuse_unreadable(lock: Lock, path: str) -> None:
+    """The lock about to be written, read back by the readers' own validator (lockread.lock_from_data):
+    `lock` never writes a file that `render` and `lock --check` refuse, whose fix (relock) would
+    write the same file again (issue 33). A LockError naming the field; nothing is written."""
+    from envbuild._util import toml
+
+    try:
+        lock_from_data(toml.loads(dumps(lock)))
+    except ValueError as exc:
+        raise LockError(
+            f"{path} was not written: what was locked is refused by envbuild's own lock reader: {exc}",
+            fix="an index or channel answered something envbuild will not lock; the message names the "
+            "package: pin another version, or use another index or mirror",
+        ) from None
 
 
 def up_to_date(

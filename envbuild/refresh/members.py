@@ -5,17 +5,22 @@ members of it. The zip central directory (read by envbuild.refresh.upstream.open
 member's offset and compressed size, so one streamed range request per member fetches its local
 header and data, which are inflated straight to a file: memory stays small whatever the member's
 size, and nothing else of the wheel is read. A server without range support gets the whole wheel
-once (open_wheel's fallback) and the members come out of that.
+once (open_wheel's fallback) and the members come out of that. Each range is read with
+envbuild._util.httpbody, no more bytes than asked for and within HTTP_DEADLINE_S; a member is
+inflated no further than the size the central directory gives it, and a member that fails half-way is
+removed (issue 33).
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import time
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 
+from envbuild._util import httpbody
 from envbuild._util.record import Record
 from envbuild.errors import EnvbuildError
 from envbuild.refresh.upstream import Http, RemoteWheel, malformed, open_wheel
@@ -63,12 +68,17 @@ def each_member(
         chosen = [m for m in archive.infolist() if not m.is_dir() and wanted(m.filename)]
         for member in chosen:
             target = _target(directory, member.filename, url)
-            if wheel.ranged:
-                _fetch_member(http, wheel, member, target)
-            else:
-                with archive.open(member) as source, open(target, "wb") as sink:
-                    while chunk := source.read(_CHUNK):
-                        sink.write(chunk)
+            try:
+                if wheel.ranged:
+                    _fetch_member(http, wheel, member, target)
+                else:
+                    with archive.open(member) as source, open(target, "wb") as sink:
+                        while chunk := source.read(_CHUNK):
+                            sink.write(chunk)
+            except BaseException:  # a member cut short is not left behind
+                if os.path.exists(target):
+                    os.unlink(target)
+                raise
             yield member.filename
 
 
@@ -107,8 +117,11 @@ def _fetch_member(http: Http, wheel: RemoteWheel, member: zipfile.ZipInfo, targe
         while True:
             pending = pending[: max(0, data_end - (position - len(pending)))] if pending else pending
             if pending:
-                out = inflate.decompress(pending) if inflate else pending
+                # no further than the member's own size (+1 to see a lie): an inflate bomb stops here
+                out = inflate.decompress(pending, member.file_size + 1 - written) if inflate else pending
                 crc, written = zlib.crc32(out, crc), written + len(out)
+                if written > member.file_size:
+                    break
                 sink.write(out)
             if position >= data_end:
                 break
@@ -121,7 +134,7 @@ def _fetch_member(http: Http, wheel: RemoteWheel, member: zipfile.ZipInfo, targe
             position += len(chunk)
             dropped = min(skip, len(chunk))
             pending, skip = chunk[dropped:], skip - dropped
-        if inflate is not None:
+        if inflate is not None and written <= member.file_size:
             tail = inflate.flush()
             crc, written = zlib.crc32(tail, crc), written + len(tail)
             sink.write(tail)
@@ -134,15 +147,18 @@ def _fetch_member(http: Http, wheel: RemoteWheel, member: zipfile.ZipInfo, targe
 
 
 def _stream(http: Http, wheel: RemoteWheel, start: int, stop: int) -> Iterator[bytes]:
-    """The bytes start..stop (inclusive) of the wheel, chunk by chunk, counted as they arrive."""
+    """The bytes start..stop (inclusive) of the wheel, chunk by chunk, counted as they arrive: no
+    more than the range holds, within the request's deadline (httpbody.chunks)."""
+    started = time.monotonic()
     response = http.get(wheel.url, headers={"Range": f"bytes={start}-{stop}"}, stream=True)
     if response.status_code != 206:
+        response.close()
         raise EnvbuildError(
             f"{wheel.url} stopped honouring range requests (HTTP {response.status_code} "
             f"for bytes {start}-{stop})",
             fix="retry later; nothing was written",
         )
-    with response:
-        for chunk in response.iter_content(_CHUNK):
-            http.bytes_read += len(chunk)
-            yield chunk
+    asked = stop - start + 1
+    for chunk in httpbody.chunks(response, what=f"bytes {start}-{stop}", limit=asked, started=started):
+        http.bytes_read += len(chunk)
+        yield chunk

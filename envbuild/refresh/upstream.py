@@ -2,16 +2,21 @@
 
 Everything here answers with plain data or a short EnvbuildError naming the URL, so the refresh
 never writes anything on a network failure or a malformed answer. Base URLs are settings, so the
-tests point the same code at recorded answers served on 127.0.0.1.
+tests point the same code at recorded answers served on 127.0.0.1. Every body is read with
+envbuild._util.httpbody (issue 33): a JSON answer within DOCUMENT_BYTES, a range within the bytes
+asked for, a whole wheel within DOWNLOAD_BYTES, each within HTTP_DEADLINE_S, never `response.content`.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import time
 import zipfile
 
+from envbuild._util import httpbody, limits
 from envbuild._util.http import short_reason, with_retries
+from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import EnvbuildError, NotFound
 
@@ -20,7 +25,6 @@ if TYPE_CHECKING:
 
 PEP691_JSON = "application/vnd.pypi.simple.v1+json"
 RANGE_BLOCK = 256 * 1024  # bytes per range request; a wheel's central directory fits in one or two
-MAX_DOWNLOAD = 4 * 1024**3  # the fallback without range support still refuses absurd sizes
 
 
 class Http:
@@ -53,17 +57,21 @@ class Http:
         )
 
     def json(self, url: str, *, accept: str = "application/json") -> object:
-        response = self.get(url, headers={"Accept": accept})
+        started = time.monotonic()
+        response = self.get(url, headers={"Accept": accept}, stream=True)
         if response.status_code == 404:
+            response.close()
             raise NotFound(f"{url} answered 404 Not Found", fix="check the name and the base URL setting")
         if response.status_code != 200:
+            response.close()
             raise EnvbuildError(
                 f"{url} answered HTTP {response.status_code}",
                 fix="retry later; if it persists, check the base URL setting and the service's status",
             )
-        self.bytes_read += len(response.content)
+        body = httpbody.read(response, what="an index answer", limit=limits.DOCUMENT_BYTES, started=started)
+        self.bytes_read += len(body)
         try:
-            return response.json()
+            return parse_json(body)
         except ValueError:
             raise malformed(url, "the body is not JSON") from None
 
@@ -190,14 +198,18 @@ class _RangeReader(io.RawIOBase):
 
 
 def _range(http: Http, url: str, start: int, stop: int) -> bytes:
-    response = http.get(url, headers={"Range": f"bytes={start}-{stop}"})
+    started = time.monotonic()
+    response = http.get(url, headers={"Range": f"bytes={start}-{stop}"}, stream=True)
     if response.status_code != 206:
+        response.close()
         raise EnvbuildError(
             f"{url} stopped honouring range requests (HTTP {response.status_code} for bytes {start}-{stop})",
             fix="retry later; nothing was written",
         )
-    http.bytes_read += len(response.content)
-    return response.content
+    # a server that sends more than the range asked for is not honouring it either
+    body = httpbody.read(response, what=f"bytes {start}-{stop}", limit=stop - start + 1, started=started)
+    http.bytes_read += len(body)
+    return body
 
 
 class WheelMetadata(Record):
@@ -221,24 +233,28 @@ class RemoteWheel(Record):
 def open_wheel(http: Http, url: str) -> RemoteWheel:
     """Open a remote wheel: by range requests when the server supports them, else (after one
     suffix-range probe) by downloading the whole file."""
+    started = time.monotonic()
     response = http.get(url, headers={"Range": f"bytes=-{RANGE_BLOCK}"}, stream=True)
     if response.status_code == 206:
         total = re.match(r"bytes \d+-\d+/(\d+)", response.headers.get("Content-Range", ""))
         if not total:
+            response.close()
             raise malformed(url, "a 206 answer without a Content-Range total")
-        tail = response.content
+        tail = httpbody.read(response, what="the wheel's last block", limit=RANGE_BLOCK, started=started)
         http.bytes_read += len(tail)
         size = int(total.group(1))
         source: io.IOBase = io.BufferedReader(_RangeReader(http, url, size, tail), RANGE_BLOCK)
         ranged = True
     elif response.status_code == 200:
-        body = _download(http, url, response)
+        body = _download(http, url, response, started)
         source, size, ranged = io.BytesIO(body), len(body), False
     elif response.status_code == 404:
+        response.close()
         raise NotFound(
             f"{url} answered 404 Not Found", fix="the index lists a file it does not serve; retry later"
         )
     else:
+        response.close()
         raise EnvbuildError(
             f"{url} answered HTTP {response.status_code}", fix="retry later; nothing was written"
         )
@@ -265,14 +281,10 @@ def wheel_metadata(http: Http, url: str) -> WheelMetadata:
     return WheelMetadata(text=text, ranged=wheel.ranged, bytes_read=http.bytes_read - before)
 
 
-def _download(http: Http, url: str, response: requests.Response) -> bytes:
-    size = int(response.headers.get("Content-Length") or 0)
-    if size > MAX_DOWNLOAD:
-        raise EnvbuildError(
-            f"{url} does not support range requests and is {size} bytes",
-            fix="use an index that supports HTTP range requests (PyPI's file host does)",
-        )
-    body = response.content
+def _download(http: Http, url: str, response: requests.Response, started: float) -> bytes:
+    """The whole wheel from a server without range support: within DOWNLOAD_BYTES (a Content-Length
+    over it is refused before a byte is read) and the request's deadline."""
+    body = httpbody.read(response, what="a wheel", limit=limits.DOWNLOAD_BYTES, started=started)
     http.bytes_read += len(body)
     return body
 

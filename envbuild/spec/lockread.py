@@ -160,31 +160,64 @@ _CONDA_VERSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_]{0,63}", re.ASCII)
 _CONDA_BUILD_RE = re.compile(r"[A-Za-z0-9_.]{1,128}", re.ASCII)
 
 
+_CONDA_FILE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+!-]{0,254}", re.ASCII)
+CONDA_EXTENSIONS = (".conda", ".tar.bz2")
+
+
 def _conda_package(where: str, raw: Any) -> LockedCondaPackage:
     table = _keys(where, raw, CONDA_KEYS, CONDA_KEYS)
-    name = _text(f"{where} name", table["name"], pattern=_CONDA_NAME_RE, what="a conda package name")
-    where = f"{where} ({name})"
-    subdir = _text(f"{where} subdir", table["subdir"])
-    if subdir not in CONDA_SUBDIRS:
-        raise ValueError(f"{where} subdir = {subdir!r} is not one of {', '.join(CONDA_SUBDIRS)}")
-    layer = _text(f"{where} layer", table["layer"])
-    if layer not in LAYERS:
-        raise ValueError(f"{where} layer = {layer!r} is not one of {', '.join(LAYERS)}")
-    url = _text(f"{where} url", table["url"], validate.url)
-    if not url.endswith((".conda", ".tar.bz2")) or f"/{subdir}/" not in url:
-        raise ValueError(f"{where} url = {url!r} is not a {subdir} package file (.conda or .tar.bz2)")
-    return LockedCondaPackage(
-        name=name,
-        version=_text(
-            f"{where} version", table["version"], pattern=_CONDA_VERSION_RE, what="a conda version"
-        ),
-        build=_text(f"{where} build", table["build"], pattern=_CONDA_BUILD_RE, what="a conda build string"),
-        layer=layer,
-        channel=_text(f"{where} channel", table["channel"], validate.url),
-        subdir=subdir,
-        url=url,
-        sha256=_text(f"{where} sha256", table["sha256"], pattern=_HASH_RE, what="sha256:<64 hex>"),
-    )
+    for key in CONDA_KEYS:
+        if not isinstance(table[key], str):
+            raise ValueError(f"{where} {key} = {table[key]!r}: expected a string")
+    package = LockedCondaPackage(**{key: table[key] for key in CONDA_KEYS})
+    check_conda_package(package, where=where)
+    return package
+
+
+def check_conda_package(
+    package: LockedCondaPackage, *, where: str = "", file_name: str | None = None
+) -> None:
+    """The one check of a locked conda package, for the lock's readers and for `envbuild lock` before
+    it writes one (envbuild.lock.conda), so `lock` never writes what `render` and `lock --check`
+    refuse: every field by its pattern; a sha256 (micromamba checks the download against it); a URL
+    whose file name is `<name>-<version>-<build>.conda|.tar.bz2` in the package's subdir, with no
+    character a shell or a path would read (a slash, `$(...)`, a newline). `file_name`: the name the
+    channel gave the file, when it is known (at lock time); it must be the URL's. ValueError names
+    the field; `where` leads it (the reader's "target 'x' conda #3")."""
+    lead = f"{where} " if where else ""
+    name = _text(f"{lead}name", package.name, pattern=_CONDA_NAME_RE, what="a conda package name")
+    lead = f"{where} ({name}) " if where else ""
+    version = _text(f"{lead}version", package.version, pattern=_CONDA_VERSION_RE, what="a conda version")
+    build = _text(f"{lead}build", package.build, pattern=_CONDA_BUILD_RE, what="a conda build string")
+    if package.subdir not in CONDA_SUBDIRS:
+        raise ValueError(f"{lead}subdir = {package.subdir!r} is not one of {', '.join(CONDA_SUBDIRS)}")
+    if package.layer not in LAYERS:
+        raise ValueError(f"{lead}layer = {package.layer!r} is not one of {', '.join(LAYERS)}")
+    if not package.sha256:
+        raise ValueError(
+            f"{lead}sha256 is missing (the channel's repodata.json gives none, so the download could "
+            "not be checked)"
+        )
+    _text(f"{lead}sha256", package.sha256, pattern=_HASH_RE, what="sha256:<64 hex>")
+    _text(f"{lead}channel", package.channel, validate.url)
+    if file_name is not None and not _CONDA_FILE_RE.fullmatch(file_name):
+        raise ValueError(
+            f"{lead}file name {file_name[:200]!r} is not a safe package file name (letters, digits and "
+            "_.+!- only: no slash, no shell characters, no newline)"
+        )
+    url = _text(f"{lead}url", package.url, validate.url)
+    directory, _, last = url.rpartition("/")
+    expected = f"{name}-{version}-{build}"
+    if f"/{package.subdir}/" not in directory + "/" or not last.endswith(CONDA_EXTENSIONS):
+        raise ValueError(f"{lead}url = {url!r} is not a {package.subdir} package file (.conda or .tar.bz2)")
+    shown = last if file_name is None else file_name
+    if not _CONDA_FILE_RE.fullmatch(last) or last not in (expected + ext for ext in CONDA_EXTENSIONS):
+        raise ValueError(
+            f"{lead}url's file name {last[:200]!r} is not {expected}.conda or {expected}.tar.bz2: the "
+            "package's name, version and build contradict the file it downloads"
+        )
+    if file_name is not None and shown != last:
+        raise ValueError(f"{lead}url {url!r} does not end with the channel's file name {file_name[:200]!r}")
 
 
 def _target(index: int, raw: Any) -> LockedTarget:

@@ -143,10 +143,17 @@ def test_check_passes_then_catches_a_hand_edit_of_a_conda_entry(capsys, tmp_path
     assert code == 0, out + err
     lock = directory / "envbuild.lock"
     text = lock.read_text()
-    lock.write_text(text.replace('version = "2.0"', 'version = "1.0"', 1))
+    # lib moved to 1.0 by hand, its URL too: a consistent edit only the seal catches
+    edited = text.replace('version = "2.0"', 'version = "1.0"', 1).replace("lib-2.0-pyh0_0", "lib-1.0-pyh0_0")
+    assert edited.count("lib-1.0-pyh0_0") == 1
+    lock.write_text(edited)
     code, out, err = run_lock(capsys, directory, "--check", "--base-image", BASE)
     assert code == 1
     assert "seal" in out + err or "content-digest" in out + err
+    # the version alone moved: it contradicts the URL's file name, which the reader refuses outright
+    lock.write_text(text.replace('version = "2.0"', 'version = "1.0"', 1))
+    code, out, err = run_lock(capsys, directory, "--check", "--base-image", BASE)
+    assert code == 1 and "lib-2.0-pyh0_0.tar.bz2" in err and "contradict" in err, err
 
 
 def test_check_names_a_conda_package_the_channel_changed(capsys, tmp_path: Path, channel) -> None:
