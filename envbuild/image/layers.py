@@ -234,6 +234,8 @@ class Layers:
                             fix="check the image; no genuine layer holds that many files",
                         )
                     self._member(archive, member, changes, unpacked)
+            if self.keep is None:
+                changes.added.update(self._links_within(changes))
         except (tarfile.TarError, EOFError, ValueError, zlib.error, gzip.BadGzipFile, _Unreadable) as exc:
             raise EnvbuildError(
                 f"layer {key} of {where} is not a readable tar archive ({exc})",
@@ -382,7 +384,9 @@ class Layers:
         under the link's name, so they are judged under it."""
         kept = self.survivors(order)
         if self.keep is None:
-            kept.update(self._followed(order))
+            links, followed = self._followed(order)
+            kept = {path: stored for path, stored in kept.items() if path not in links}
+            kept.update(followed)
         for path, stored in sorted(kept.items()):
             destination = os.path.join(root, *path.split("/"))
             os.makedirs(os.path.dirname(destination), exist_ok=True)
@@ -394,9 +398,25 @@ class Layers:
                 shutil.copyfile(stored, destination)
         return len(kept)
 
-    def _followed(self, order: list[str]) -> dict[str, str]:
-        """{link path: the scratch file of its target} for the surviving links the audit must judge
-        through, resolved in the merged tree as the loader resolves them (absolute targets from the
+    @staticmethod
+    def _links_within(changes: _Changes) -> dict[str, str]:
+        """{link: the file it leads to} for this layer's links that the audit judges through, where
+        the layer holds the target itself: what an audit that keeps facts per layer (layerfacts) can
+        know of a link without the other layers (extract follows links across layers too)."""
+        links = {path: value.target for path, value in changes.extra.items() if isinstance(value, _Link)}
+        files = {**{p: v for p, v in changes.extra.items() if isinstance(v, str)}, **changes.added}
+        followed = {}
+        for path in links:
+            if not is_shared_object_name(posixpath.basename(path)):
+                continue
+            target = resolve(path, links.get, absolute=True)
+            if target is not None and target in files and judged_through(path, target):
+                followed[path] = files[target]
+        return followed
+
+    def _followed(self, order: list[str]) -> tuple[set[str], dict[str, str]]:
+        """(the surviving links, {link path: the scratch file of its target} for those the audit must
+        judge through), resolved in the merged tree as the loader resolves them (absolute targets from the
         image's root, `..` stopping there, at most audit.tree.LINK_HOPS links, never outside the tree)."""
         merged = overlay(
             (
@@ -417,7 +437,7 @@ class Layers:
             target = resolve(path, links.get, absolute=True)
             if target is not None and target in files and judged_through(path, target):
                 followed[path] = files[target]
-        return followed
+        return set(links), followed
 
     def survivors(self, order: list[str]) -> dict[str, str]:
         """Apply the layers named in `order` (bottom first): {path in the image: the scratch file

@@ -465,3 +465,53 @@ def test_a_wheel_past_the_entries_bound_is_refused(
             archive.writestr(f"many/f{number}.txt", b"")
     assert main(["audit", str(wheel), "--gpu", "H100"]) == 2
     assert f"error: audit {wheel} has 51 members (the entries limit is 50)" in capsys.readouterr().err
+
+
+def test_a_link_and_its_target_in_one_layer_stay_judged_alike_by_every_reader(
+    tmp_path: Path, registry: ImageRegistry
+) -> None:
+    """The local Engine's readers keep facts per layer (docker save, and the Engine's overlay2 layer
+    directories): a link whose target is in its own layer is judged by it there too; a later layer's
+    whiteout of the target leaves a link the loader cannot load, judged by nobody."""
+    from envbuild.image.layers import Layers
+    from envbuild.image.storage import read_directory
+
+    library = unreadable_library(tmp_path)
+    one = tar_layer(
+        (f"{TORCH}/libtorch_cuda.blob", "file", library),
+        (f"{TORCH}/libtorch_cuda.so", "symlink", "libtorch_cuda.blob"),
+    )
+    layers = Layers(str(tmp_path / "layers"))
+    layers.read("sha256:one", io.BytesIO(one), "test-image")
+    assert Path(layers.changes["sha256:one"].added[f"{TORCH}/libtorch_cuda.so"]).read_bytes() == library
+    diff = tmp_path / "diff" / TORCH
+    diff.mkdir(parents=True)
+    (diff / "libtorch_cuda.blob").write_bytes(library)
+    (diff / "libtorch_cuda.so").symlink_to("libtorch_cuda.blob")
+    (diff / "libc10.so").symlink_to("/etc/passwd")  # named like a library, leads out of the layer: ignored
+    changes = read_directory(str(tmp_path / "diff"))
+    assert changes.added == {f"{TORCH}/libtorch_cuda.so": str(diff / "libtorch_cuda.blob")}
+    deleted = tar_layer((f"{TORCH}/.wh.libtorch_cuda.blob", "file", b""))
+    result = audit(tmp_path, registry.image(one, deleted), "--gpu", "H100", "--json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["libraries"] == []
+    assert result.left == []
+
+
+def test_a_file_after_a_directory_of_its_own_layer_replaces_it_as_the_engines_unpack_it(
+    tmp_path: Path,
+) -> None:
+    """`x.so/y.so` then `x.so`: Docker and containerd remove the directory and write the file."""
+    from envbuild.image.layers import Layers
+
+    elf = plain_elf(tmp_path / "build" / "libplain.so").read_bytes()
+    layers = Layers(str(tmp_path / "layers"))
+    layers.read(
+        "sha256:one",
+        io.BytesIO(tar_layer(("usr/lib/x.so/y.so", "file", elf), ("usr/lib/x.so", "file", elf))),
+        "img",
+    )
+    root = tmp_path / "root"
+    root.mkdir()
+    assert layers.extract(["sha256:one"], str(root)) == 1
+    assert (root / "usr/lib/x.so").is_file()
