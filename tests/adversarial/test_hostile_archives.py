@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -230,6 +231,8 @@ def test_a_gzip_bomb_layer_is_refused_before_it_is_unpacked(tmp_path: Path, regi
     result = audit(tmp_path, ref, "--gpu", "H100")
     clear(result, 1, f"layer {digest_of(layer)} of {ref} unpacks to", "a decompression bomb", "UNPACK_RATIO")
     assert "the limit is 200:1 past the first 64 MiB" in result.err
+    unpacked = re.search(r"unpacks to ([\d.]+) MiB from", result.err)
+    assert unpacked is not None and float(unpacked.group(1)) < 66  # stopped at the floor, not at 4 GiB
 
 
 def test_the_unpack_total_and_one_members_bytes_are_bounds_with_their_variables(
