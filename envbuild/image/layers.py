@@ -64,7 +64,7 @@ def layer_stream(stream: IO[bytes], key: str, where: str) -> tuple[IO[bytes], st
     rejoined = Prefixed(head, stream)
     if head[:2] == _GZIP:
         return gzip.GzipFile(fileobj=rejoined, mode="rb"), "r|"  # type: ignore[arg-type]
-    if head[:3] == _BZIP2:
+    if head[:3] == _BZIP2 and head[3:4] in b"123456789" and head[4:6] == b"1A":  # BZh9, a block's pi
         return bz2.BZ2File(rejoined, mode="rb"), "r|"  # type: ignore[arg-type]
     if head == _XZ:
         return lzma.LZMAFile(rejoined, mode="rb"), "r|"  # type: ignore[arg-type]

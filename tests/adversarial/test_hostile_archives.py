@@ -518,3 +518,18 @@ def test_a_file_after_a_directory_of_its_own_layer_replaces_it_as_the_engines_un
     root.mkdir()
     assert layers.extract(["sha256:one"], str(root)) == 1
     assert (root / "usr/lib/x.so").is_file()
+
+
+def test_a_layer_past_the_entries_bound_is_refused_naming_the_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As for wheels, ARCHIVE_ENTRIES is lowered in process rather than writing a million members."""
+    from envbuild.errors import EnvbuildError
+    from envbuild.image.layers import Layers
+
+    monkeypatch.setattr(limits, "ARCHIVE_ENTRIES", limits.ARCHIVE_ENTRIES.replace(default=50))
+    layer = tar_layer(*((f"etc/f{number}", "file", b"") for number in range(51)))
+    with pytest.raises(
+        EnvbuildError, match=r"layer sha256:many of img has more than 50 members .* 'etc/f50'"
+    ):
+        Layers(str(tmp_path / "layers")).read("sha256:many", io.BytesIO(layer), "img")
