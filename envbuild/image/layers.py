@@ -313,8 +313,10 @@ class Layers:
             self._keep(archive, member, path, by_name, changes, unpacked)
         elif member.islnk():  # a hard link to a file earlier in the same layer
             target = _clean(member.linkname)
-            if target in changes.added:
-                changes.added[path] = changes.added[target]
+            if target in changes.added:  # audited under this name too only when it is a library's
+                (changes.added if by_name or self.keep is not None else changes.extra)[path] = changes.added[
+                    target
+                ]
             elif target in changes.extra and isinstance(changes.extra[target], str):
                 (changes.added if by_name else changes.extra)[path] = changes.extra[target]
 
