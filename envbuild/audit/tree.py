@@ -170,7 +170,6 @@ def is_shared_object_name(name: str) -> bool:
 
 
 LINK_HOPS = 40  # symbolic links followed in one path at most, as Linux's own resolution (ELOOP)
-NAME_BYTES = 255  # one path component at most (Linux's NAME_MAX): a longer one cannot be unpacked
 
 
 def judged_through(link: str, target: str) -> bool:

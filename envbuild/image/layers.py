@@ -33,7 +33,8 @@ import zlib
 
 from envbuild._util import limits
 from envbuild._util.record import TYPE_CHECKING, Record
-from envbuild.audit.tree import NAME_BYTES, is_shared_object_name, judged_through, resolve
+from envbuild._util.wheelzip import NAME_BYTES
+from envbuild.audit.tree import is_shared_object_name, judged_through, resolve
 from envbuild.errors import EnvbuildError
 
 if TYPE_CHECKING:
