@@ -8,6 +8,7 @@ import tempfile
 import zipfile
 import zlib
 
+from envbuild._util.wheelzip import checked_members, member_bound
 from envbuild.audit.skip import AuditSkip
 from envbuild.audit.tree import Audit, audit_tree, is_shared_object_name
 from envbuild.errors import UsageError
@@ -56,17 +57,28 @@ def audit_path(
 def _audit_wheel(
     target: str, gpus: tuple[Gpu, ...], framework: str | None, skip: tuple[AuditSkip, ...]
 ) -> Audit:
+    """Unpack the wheel's shared objects to a temporary directory and audit them, after the unpack
+    bounds (envbuild._util.wheelzip): a zip bomb or overlapping entries are exit 2, naming the wheel
+    and the member, before a byte is unpacked."""
     try:
         archive = zipfile.ZipFile(target)
-    except (zipfile.BadZipFile, OSError) as exc:
+        packed = os.path.getsize(target)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
         raise UsageError(f"audit {target}: not a readable wheel ({exc})", fix="download it again") from None
     with archive, tempfile.TemporaryDirectory(prefix="envbuild-audit-") as root:
-        members = [m for m in archive.infolist() if is_shared_object_name(m.filename) and not m.is_dir()]
+        where = f"audit {target}"
+        members = [
+            m
+            for m in checked_members(archive, where, packed)
+            if is_shared_object_name(m.filename) and not m.is_dir()
+        ]
+        for member in members:
+            member_bound(member, where)
         try:
             for member in members:
                 archive.extract(member, root)
-        except (zipfile.BadZipFile, zlib.error, OSError, EOFError) as exc:  # a member cut off or corrupt
-            raise UsageError(
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, NotImplementedError, RuntimeError) as exc:
+            raise UsageError(  # a member cut off or corrupt, or compressed in a way zipfile lacks
                 f"audit {target}: not a readable wheel ({exc})", fix="download it again"
             ) from None
         return audit_tree(root, gpus, target=target, framework=framework, skip=skip)

@@ -7,14 +7,17 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from envbuild._util.record import Record
+from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.audit.duplicates import Duplicate, find_duplicates
 from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
-from envbuild.audit.libraries import check_framework, counts_for, framework_of
+from envbuild.audit.libraries import FRAMEWORK_LIBRARIES, check_framework, counts_for, framework_of
 from envbuild.audit.skip import EXAMPLE, AuditSkip
 from envbuild.audit.verdict import RUNS, judge
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Gpu
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class LibraryAudit(Record):
@@ -166,27 +169,101 @@ def is_shared_object_name(name: str) -> bool:
     return _SHARED_OBJECT_NAME.search(name) is not None
 
 
+LINK_HOPS = 40  # symbolic links followed in one path at most, as Linux's own resolution (ELOOP)
+
+
+def judged_through(link: str, target: str) -> bool:
+    """Whether a symbolic link with a shared object's name at `link` must be judged by the file it
+    leads to, `target`: the loader loads the target's bytes under the link's name, and the audit
+    judges libraries by their names. So when the target's name is no shared object's name (it would
+    not be judged at all), or a framework counts the link's path but not the target's
+    (`libtorch_cuda.so` -> `libtorch_cuda.so.2`), the target is judged under the link's path. The
+    usual `libfoo.so -> libfoo.so.12` is one library, judged once under its real name."""
+    if not is_shared_object_name(os.path.basename(target)):
+        return True
+    return any(counts_for(link, name) and not counts_for(target, name) for name in FRAMEWORK_LIBRARIES)
+
+
+def resolve(
+    path: str, readlink: Callable[[str], str | None], *, absolute: bool, hops: int = LINK_HOPS
+) -> str | None:
+    """The path ("/"-separated, from the tree's root) that `path` leads to in a tree whose links
+    `readlink` gives (a path -> its target, None for anything else), as the kernel resolves it inside
+    a container: `..` stops at the root, so no answer is outside the tree; an absolute target starts
+    at the root when `absolute` (an image's filesystem), else leaves the tree (None); None after
+    `hops` links (a loop)."""
+    queue = path.split("/")
+    current: list[str] = []
+    while queue:
+        part = queue.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if current:
+                current.pop()
+            continue
+        candidate = "/".join([*current, part])
+        target = readlink(candidate)
+        if target is not None:
+            hops -= 1
+            if hops < 0 or (target.startswith("/") and not absolute):
+                return None
+            if target.startswith("/"):
+                current = []
+            queue = target.split("/") + queue
+            continue
+        current.append(part)
+    return "/".join(current) or None
+
+
+def _is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"\x7fELF"
+    except OSError as exc:
+        raise UsageError(
+            f"audit {path}: cannot read it ({exc.strerror})", fix="check its permissions"
+        ) from None
+
+
 def shared_objects(root: str) -> list[str]:
-    """Paths (relative to root, "/"-separated) of the ELF shared objects under root, sorted. Symbolic
-    links are skipped: libfoo.so -> libfoo.so.12 is one library, judged once under its real name."""
-    found = []
-    for directory, _, files in os.walk(root):
-        for name in files:
+    """Paths (relative to root, "/"-separated) of the ELF shared objects under root, sorted. A symbolic
+    link is judged by its target only when judged_through says so (a name the target lacks), never
+    through a target outside root: libfoo.so -> libfoo.so.12 is one library, judged once under its
+    real name."""
+    return sorted(_shared_objects(root))
+
+
+def _shared_objects(root: str) -> dict[str, str]:
+    """{path relative to root: the file to read for it} (a followed link's target inside root)."""
+    found: dict[str, str] = {}
+    links: list[str] = []
+    for directory, subdirectories, files in os.walk(root):
+        for name in [*files, *(d for d in subdirectories if os.path.islink(os.path.join(directory, d)))]:
             if not is_shared_object_name(name):
                 continue
             path = os.path.join(directory, name)
-            if os.path.islink(path) or not os.path.isfile(path):
+            relative = os.path.relpath(path, root).replace(os.sep, "/")
+            if os.path.islink(path):
+                links.append(relative)
                 continue
-            try:
-                with open(path, "rb") as handle:
-                    if handle.read(4) != b"\x7fELF":
-                        continue
-            except OSError as exc:
-                raise UsageError(
-                    f"audit {path}: cannot read it ({exc.strerror})", fix="check its permissions"
-                ) from None
-            found.append(os.path.relpath(path, root).replace(os.sep, "/"))
-    return sorted(found)
+            if os.path.isfile(path) and _is_elf(path):
+                found[relative] = path
+    for link in links:
+        target = resolve(link, lambda p: _readlink(root, p), absolute=False)
+        if target is None or not judged_through(link, target):
+            continue
+        path = os.path.join(root, *target.split("/"))
+        if not os.path.islink(path) and os.path.isfile(path) and _is_elf(path):
+            found[link] = path
+    return found
+
+
+def _readlink(root: str, path: str) -> str | None:
+    try:
+        return os.readlink(os.path.join(root, *path.split("/")))
+    except OSError:
+        return None
 
 
 def audit_tree(
@@ -207,16 +284,12 @@ def read_tree(root: str, only: tuple[str, ...] | None = None) -> dict[str, Kerne
     """{path relative to root: its kernels} for every shared object under `root` (or the `only`
     paths), in sorted order: the facts an audit judges, which depend on the files alone."""
     binary = cuobjdump_binary()
-    paths = list(only) if only is not None else shared_objects(root)
+    files = {path: os.path.join(root, path) for path in only} if only is not None else _shared_objects(root)
+    paths = sorted(files)
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:  # map keeps the sorted order
-        listed = list(pool.map(lambda path: read_kernels(os.path.join(root, path), binary), paths))
-    sizes = _sizes(root, paths)
+        listed = list(pool.map(lambda path: read_kernels(files[path], binary), paths))
+    sizes = file_sizes([files[path] for path in paths])
     return {path: found.replace(size=size) for path, found, size in zip(paths, listed, sizes, strict=True)}
-
-
-def _sizes(root: str, paths: list[str]) -> list[int]:
-    """The bytes each path adds (file_sizes) for paths under root."""
-    return file_sizes([os.path.join(root, path) for path in paths])
 
 
 def file_sizes(files: list[str]) -> list[int]:

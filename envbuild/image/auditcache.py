@@ -36,8 +36,8 @@ from envbuild._util.jsontext import parse_json
 from envbuild.audit.kernels import Kernels
 from envbuild.image.layerfacts import LayerFacts
 
-FORMAT = (
-    4  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: bytes; 4: per layer)
+FORMAT = (  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: bytes;
+    5  # 4: per layer; 5: a shared object's name linked to a file of another name is judged by it)
 )
 MAX_UNREAD = 1000  # the reason a read stopped: kernels.py bounds cuobjdump's line to 300 characters
 MAX_BYTES = 32 << 20  # torch's layer: about 20,000 paths and 200 shared objects, under 3 MiB

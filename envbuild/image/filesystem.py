@@ -25,6 +25,7 @@ import shutil
 import tarfile
 import tempfile
 
+from envbuild._util import limits
 from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
@@ -284,6 +285,13 @@ def _read_engine(image, ref: str, layers: Layers) -> list[str]:  # image: docker
             for member in archive:
                 if member.name == "manifest.json" and member.isfile():
                     handle = archive.extractfile(member)
+                    most = limits.DOCUMENT_BYTES.get()
+                    if member.size > most:
+                        raise EnvbuildError(
+                            f"the Docker Engine's archive of {ref!r} has a manifest.json of "
+                            f"{limits.size(member.size)} (at most {limits.size(most)})",
+                            fix="check that dockerd is healthy (docker info) and retry",
+                        )
                     manifest = parse_json(handle.read()) if handle else None
                 elif member.issym():  # `docker save` links a layer it already wrote
                     aliases[member.name] = posixpath.normpath(

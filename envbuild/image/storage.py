@@ -26,7 +26,7 @@ import os
 import stat
 
 from envbuild._util.record import TYPE_CHECKING
-from envbuild.audit.tree import is_shared_object_name
+from envbuild.audit.tree import is_shared_object_name, judged_through, resolve
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -83,8 +83,11 @@ def _checked(directory: str, storage: str) -> str | None:
 
 
 def read_directory(root: str) -> Changes:
-    """The changes the layer directory `root` makes (symbolic links are never followed)."""
+    """The changes the layer directory `root` makes. Symbolic links are not followed while walking;
+    one with a shared object's name that leads to a file of this layer the audit must judge it by
+    (audit.tree.judged_through) adds that file under the link's path, resolved inside the layer."""
     changes = Changes()
+    links: dict[str, str] = {}
     for directory, subdirectories, files in os.walk(root):
         relative = os.path.relpath(directory, root)
         prefix = "" if relative == "." else relative.replace(os.sep, "/") + "/"
@@ -94,9 +97,40 @@ def read_directory(root: str) -> Changes:
             path = os.path.join(directory, name)
             if os.path.islink(path):  # os.walk lists a link to a directory here, and does not enter it
                 changes.replaced.add(prefix + name)
+                _link(path, prefix + name, links)
         for name in files:
             _entry(os.path.join(directory, name), prefix + name, changes)
+            _link(os.path.join(directory, name), prefix + name, links)
+    _follow(root, links, changes)
     return changes
+
+
+def _link(path: str, image_path: str, links: dict[str, str]) -> None:
+    try:
+        links[image_path] = os.readlink(path)
+    except OSError:  # not a link
+        return
+
+
+def _follow(root: str, links: dict[str, str], changes: Changes) -> None:
+    """Add the layer's own ELF file under each shared object's name linked to it (judged_through)."""
+    for path in links:
+        if not is_shared_object_name(os.path.basename(path)):
+            continue
+        target = resolve(path, links.get, absolute=True)
+        if target is None or not judged_through(path, target):
+            continue
+        if target in changes.added:
+            changes.added[path] = changes.added[target]
+            continue
+        file = os.path.join(root, *target.split("/"))
+        try:
+            fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as handle:
+            if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and handle.read(len(_ELF)) == _ELF:
+                changes.added[path] = file
 
 
 def _entry(path: str, image_path: str, changes: Changes) -> None:

@@ -15,6 +15,7 @@ import re
 import zipfile
 from email.parser import HeaderParser
 
+from envbuild._util.wheelzip import checked_members, member_bound
 from envbuild.errors import UsageError
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.platforms import platform as platform_named
@@ -48,9 +49,12 @@ def target_environment(python: str, image_platform: str = DEFAULT_PLATFORM) -> d
 def _requires(path: str) -> list[str]:
     try:
         with zipfile.ZipFile(path) as archive:
-            meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+            where = f"--wheelhouse: {path}"
+            members = checked_members(archive, where, os.path.getsize(path))
+            meta = next((m for m in members if m.filename.endswith(".dist-info/METADATA")), None)
             if meta is None:
                 return []
+            member_bound(meta, where)
             headers = HeaderParser().parsestr(archive.read(meta).decode("utf-8", "replace"))
     except (zipfile.BadZipFile, OSError) as exc:
         bad_zip = isinstance(exc, zipfile.BadZipFile)
