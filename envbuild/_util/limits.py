@@ -27,7 +27,7 @@ class Limit(Record):
     __slots__ = ("name", "default", "unit", "env", "defends")
     name: str
     default: int
-    unit: str  # "bytes", "seconds", "levels", "characters", "ratio", "entries"
+    unit: str  # "bytes", "seconds", "levels", "characters", "ratio", "entries", "links"
     env: str | None
     defends: str
 
@@ -123,6 +123,22 @@ PATH_CHARACTERS = Limit(
     env=None,
     defends="one member's path inside a layer or wheel (Linux's PATH_MAX)",
 )
+NAME_BYTES = Limit(
+    name="name",
+    default=255,
+    unit="bytes",
+    env=None,
+    defends="one file name (a path component) inside a layer or wheel (Linux's NAME_MAX; a longer one "
+    "crashed the audit)",
+)
+LINK_HOPS = Limit(
+    name="link-hops",
+    default=40,
+    unit="links",
+    env=None,
+    defends="the symbolic links the audit follows to judge a library by its target (Linux's own ELOOP "
+    "bound: a loop ends there)",
+)
 FILE_BYTES = Limit(
     name="file",
     default=64 * MIB,
@@ -164,6 +180,8 @@ ALL = (
     MEMBER_BYTES,
     ARCHIVE_ENTRIES,
     PATH_CHARACTERS,
+    NAME_BYTES,
+    LINK_HOPS,
     FILE_BYTES,
     HELPER_OUTPUT_BYTES,
     FIELD_CHARACTERS,

@@ -17,7 +17,7 @@ from envbuild._util import limits
 from envbuild.errors import UsageError
 
 LOCAL_HEADER = 30  # a zip local file header's fixed part, before its name and extra field
-NAME_BYTES = 255  # one path component at most (Linux's NAME_MAX)
+NAME_BYTES = limits.NAME_BYTES.default  # one path component at most (Linux's NAME_MAX)
 
 
 def checked_members(archive: zipfile.ZipFile, where: str, packed: int) -> list[zipfile.ZipInfo]:

@@ -7,6 +7,7 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 
+from envbuild._util import limits
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.audit.duplicates import Duplicate, find_duplicates
 from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
@@ -169,7 +170,7 @@ def is_shared_object_name(name: str) -> bool:
     return _SHARED_OBJECT_NAME.search(name) is not None
 
 
-LINK_HOPS = 40  # symbolic links followed in one path at most, as Linux's own resolution (ELOOP)
+LINK_HOPS = limits.LINK_HOPS.default  # links followed in one path at most, as Linux resolves (ELOOP)
 
 
 def judged_through(link: str, target: str) -> bool:
