@@ -35,6 +35,21 @@ def _cap(limit: limits.Limit | int) -> int:
     return limit.get() if isinstance(limit, limits.Limit) else int(limit)
 
 
+def _pieces(response: requests.Response) -> Iterator[bytes]:
+    """The body as it arrives: urllib3's read1 hands back what the socket has (at most CHUNK), where
+    iter_content's read(CHUNK) waits for CHUNK bytes, so a server sending one byte every 0.2 s of a
+    body with a Content-Length was never looked at against the deadline. Content-Encoding is decoded."""
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:  # urllib3 1.x, or a raw that is not urllib3's
+        yield from response.iter_content(CHUNK)
+        return
+    while True:
+        piece = read1(CHUNK, decode_content=True)
+        if not piece:
+            return
+        yield piece
+
+
 def too_large(response: requests.Response, what: str, cap: int, limit: limits.Limit | int) -> EnvbuildError:
     env = limit.env if isinstance(limit, limits.Limit) else None
     return EnvbuildError(
@@ -62,10 +77,11 @@ def chunks(
         if declared.strip().isdigit() and int(declared) > cap:
             raise too_large(response, what, cap, limit)
         import requests
+        import urllib3
 
         count = 0
         try:
-            for chunk in response.iter_content(CHUNK):
+            for chunk in _pieces(response):
                 count += len(chunk)
                 if count > cap:
                     raise too_large(response, what, cap, limit)
@@ -77,7 +93,13 @@ def chunks(
                         f"raise {limits.HTTP_DEADLINE_S.env} for a slow link",
                     )
                 yield chunk
-        except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+        except (
+            requests.exceptions.ConnectionError,
+            requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.ContentDecodingError,
+            urllib3.exceptions.HTTPError,  # read1 raises urllib3's own: ProtocolError, ReadTimeoutError
+            OSError,
+        ) as exc:
             raise EnvbuildError(
                 f"{_url(response)}: the connection broke while {what} came ({limits.size(count)} came): "
                 f"{type(exc).__name__}",

@@ -866,7 +866,13 @@ def config_descriptor(manifest: Shape, what: str, media_type: str) -> str:
 
 def manifest_layers(manifest: Shape, what: str, media_type: str) -> list[Shape]:
     """The layer descriptors of an image manifest, each with a sha256 digest and, when given, a
-    whole-number size and a string media type."""
+    whole-number size and a string media type. The rest of the manifest is checked too, though a
+    layer reader needs none of it: a config descriptor, when given, is one; annotations are strings."""
+    config = manifest.obj("config")
+    if config is not None:
+        config.digest()
+        config.size()
+    manifest.mapping("annotations")
     if not isinstance(manifest.raw.get("layers"), list):
         if manifest.has("layers"):
             manifest.objects("layers")  # the error naming the field's type
@@ -1070,7 +1076,14 @@ class _Session:
         self.docker_config = docker_config
         self.timeout = timeout
         self.retries = max(0, int(retries))
-        self.http = requests.Session()
+
+        class Session(requests.Session):
+            def get_redirect_target(self, resp: requests.Response) -> None:
+                """None: redirects are _follow's. requests reads a redirect's whole body, however
+                long, even with allow_redirects=False (to prepare Response.next)."""
+                return None
+
+        self.http = Session()
         self.found: list[Credentials | None] = []  # looked up on the first challenge, then kept
         self.authorization: str | None = None
 

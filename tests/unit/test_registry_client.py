@@ -317,7 +317,9 @@ def test_5xx_is_retried_with_backoff_and_4xx_is_not(
     waits: list[float] = []
     monkeypatch.setattr("envbuild._util.http.time.sleep", waits.append)
     fake_registry.fail_first = 2
-    assert resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path), retries=2) == INDEX_DIGEST
+    assert (
+        resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path), retries=2) == INDEX_DIGEST
+    )
     assert waits == [0.5, 1.0]  # the one retry policy: doubling waits from BACKOFF_START_S
     fake_registry.requests.clear()
     with pytest.raises(EnvbuildError, match="tag 'missing' not found"):
