@@ -489,3 +489,48 @@ def test_a_wellformed_registry_is_read(hostile: Hostile, run: Run) -> None:
     assert "Traceback" not in output and "internal error" not in output and "error:" not in output, output
     assert code in (0, 1), output
     assert run.left() == []
+
+
+def test_a_redirect_to_another_host_carries_no_credentials(hostile: Hostile, run: Run) -> None:
+    """Registries send blobs from storage elsewhere (a 307 to S3). envbuild follows redirects itself
+    now (requests read their bodies), so it must do what requests did: the registry's Authorization
+    goes to the registry only. A registry that redirects to a host of its choosing gets no token."""
+    storage = Hostile()
+    threading.Thread(target=storage.server.serve_forever, daemon=True).start()
+    seen: list[str] = []
+    layer = tarfile.TarInfo("etc/hostname").tobuf() + bytes(1024)
+
+    def stored(handler: _Handler) -> None:
+        seen.append(handler.headers.get("Authorization", ""))
+        json_answer(layer, media_type=LAYER)(handler)
+
+    storage.routes[f"/blob/{digest_of(layer)}"] = stored
+    body = image_manifest(layers=[{"mediaType": LAYER, "digest": digest_of(layer), "size": len(layer)}])
+    realm = f"http://{hostile.host}/token"
+
+    def guarded(answer: Route) -> Route:
+        def check(handler: _Handler) -> None:
+            if handler.headers.get("Authorization") != "Bearer secret-token":
+                challenge = f'Bearer realm="{realm}",service="test",scope="repository:{REPO}:pull"'
+                handler.send_response(401)
+                handler.send_header("WWW-Authenticate", challenge)
+                handler.send_header("Content-Length", "0")
+                handler.end_headers()
+                return
+            answer(handler)
+
+        return check
+
+    hostile.routes["/token"] = json_answer(document({"token": "secret-token"}))
+    hostile.route(f"manifests/{digest_of(body)}", guarded(json_answer(body, media_type=MANIFEST)))
+    location = f"http://{storage.host}/blob/{digest_of(layer)}"
+    hostile.route(f"blobs/{digest_of(layer)}", guarded(redirect_to(location)))
+    try:
+        code, output = run(*audit(hostile, digest_of(body)))
+    finally:
+        storage.server.shutdown()
+        storage.server.server_close()
+    assert "Traceback" not in output and "error:" not in output, output
+    assert code == 0, output
+    assert seen == [""]  # the layer came from storage, and no token went with it
+    assert run.left() == []
