@@ -907,6 +907,10 @@ def image_config(
     config = json_object(_get_blob(session, image_id), _config_what(session, image_id))
     config_platform(config)
     config_labels(config)
+    settings = config.obj("config")
+    if settings is not None:  # what the runtimes read: the image's user and environment
+        settings.text("User")
+        settings.strings("Env")
     return image_id, config.raw
 
 

@@ -534,3 +534,23 @@ def test_a_redirect_to_another_host_carries_no_credentials(hostile: Hostile, run
     assert code == 0, output
     assert seen == [""]  # the layer came from storage, and no token went with it
     assert run.left() == []
+
+
+def test_a_config_whose_user_is_not_a_string_is_a_clear_error(hostile: Hostile) -> None:
+    """The runtimes (Apptainer, Enroot, Charliecloud) take an image by digest and read its config's
+    User and Env from the registry (oci.registry.image_config): a User of 0 (a number) is refused
+    naming the field, where it reached numeric_user as it came."""
+    from envbuild.errors import EnvbuildError
+    from envbuild.oci.registry import image_config
+
+    config = document({"architecture": "amd64", "os": "linux", "config": {"User": 0}})
+    hostile.route(f"blobs/{digest_of(config)}", json_answer(config))
+    digest = hostile.manifest(
+        image_manifest(config={**CONFIG_DESCRIPTOR, "digest": digest_of(config), "size": len(config)})
+    )
+    with pytest.raises(EnvbuildError) as caught:
+        image_config(f"{hostile.host}/{REPO}@{digest}")
+    assert (
+        f"the config blob {digest_of(config)} of {hostile.host}/{REPO} is malformed" in caught.value.message
+    )
+    assert "'config.User' is the number 0, not a string" in caught.value.message
