@@ -35,16 +35,19 @@ def _cap(limit: limits.Limit | int) -> int:
     return limit.get() if isinstance(limit, limits.Limit) else int(limit)
 
 
-def _pieces(response: requests.Response) -> Iterator[bytes]:
+def _pieces(response: requests.Response, decode: bool) -> Iterator[bytes]:
     """The body as it arrives: urllib3's read1 hands back what the socket has (at most CHUNK), where
     iter_content's read(CHUNK) waits for CHUNK bytes, so a server sending one byte every 0.2 s of a
-    body with a Content-Length was never looked at against the deadline. Content-Encoding is decoded."""
+    body with a Content-Length was never looked at against the deadline. Content-Encoding is decoded
+    when `decode` (a registry blob is hashed as stored: not decoded)."""
     read1 = getattr(response.raw, "read1", None)
     if read1 is None:  # urllib3 1.x, or a raw that is not urllib3's
-        yield from response.iter_content(CHUNK)
+        yield from (
+            response.iter_content(CHUNK) if decode else response.raw.stream(CHUNK, decode_content=False)
+        )
         return
     while True:
-        piece = read1(CHUNK, decode_content=True)
+        piece = read1(CHUNK, decode_content=decode)
         if not piece:
             return
         yield piece
@@ -67,9 +70,11 @@ def chunks(
     what: str,
     limit: limits.Limit | int,
     started: float | None = None,
+    decode: bool = True,
 ) -> Iterator[bytes]:
     """The body in chunks, stopped past `limit` bytes or once HTTP_DEADLINE_S has passed since
-    `started` (time.monotonic(); default: now). The response is closed however it ends."""
+    `started` (time.monotonic(); default: now). The response is closed however it ends. `decode`:
+    undo a Content-Encoding (gzip, deflate), as requests does; False gives the bytes as sent."""
     cap = _cap(limit)
     deadline = (time.monotonic() if started is None else started) + limits.HTTP_DEADLINE_S.get()
     try:
@@ -81,7 +86,7 @@ def chunks(
 
         count = 0
         try:
-            for chunk in _pieces(response):
+            for chunk in _pieces(response, decode):
                 count += len(chunk)
                 if count > cap:
                     raise too_large(response, what, cap, limit)

@@ -508,7 +508,8 @@ def stream_layers(
     base = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/blobs"
     for layer in layers:
         digest = layer.digest()
-        response = session.send("GET", f"{base}/{digest}")
+        # identity: the blob as stored, which its digest names (no proxy compresses it on the way)
+        response = session.send("GET", f"{base}/{digest}", headers={"Accept-Encoding": "identity"})
         try:
             if response.status_code != 200:
                 details = _error_details(response)
@@ -525,9 +526,10 @@ def stream_layers(
 
 
 class _CheckedReader:
-    """A layer blob as a file to read from, hashed as it is read: the body comes through
-    _util.httpbody, so it stops at DOWNLOAD_BYTES (ENVBUILD_MAX_DOWNLOAD_BYTES) and at the request's
-    deadline (ENVBUILD_HTTP_DEADLINE_S), and a broken connection is a clear error."""
+    """A layer blob as a file to read from, hashed as it is read (its bytes as sent, no transfer
+    decoding). The body comes through _util.httpbody, so it stops at DOWNLOAD_BYTES
+    (ENVBUILD_MAX_DOWNLOAD_BYTES) and at the request's deadline (ENVBUILD_HTTP_DEADLINE_S), and a
+    broken connection is a clear error."""
 
     def __init__(self, response: requests.Response, digest: str, where: str) -> None:
         self.chunks = httpbody.chunks(
@@ -535,6 +537,7 @@ class _CheckedReader:
             what=f"layer {digest} of {where}",
             limit=limits.DOWNLOAD_BYTES,
             started=getattr(response, "envbuild_started", None),
+            decode=False,  # hashed as stored, as before: a Content-Encoding is not undone
         )
         self.buffer = bytearray()
         self.done = False

@@ -138,11 +138,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def json_answer(
-    body: bytes, *, status: int = 200, media_type: str = "application/json", header: str | None = None
+    body: bytes,
+    *,
+    status: int = 200,
+    media_type: str = "application/json",
+    header: str | None = None,
+    encoding: str | None = None,
 ) -> Route:
     def answer(handler: _Handler) -> None:
         handler.send_response(status)
         handler.send_header("Content-Type", media_type)
+        if encoding:
+            handler.send_header("Content-Encoding", encoding)
         handler.send_header("Content-Length", str(len(body)))
         if header:
             handler.send_header("Docker-Content-Digest", header)
@@ -554,3 +561,25 @@ def test_a_config_whose_user_is_not_a_string_is_a_clear_error(hostile: Hostile) 
         f"the config blob {digest_of(config)} of {hostile.host}/{REPO} is malformed" in caught.value.message
     )
     assert "'config.User' is the number 0, not a string" in caught.value.message
+
+
+def test_a_gzip_layer_labelled_content_encoding_gzip_is_hashed_as_stored(hostile: Hostile, run: Run) -> None:
+    """Storage that labels a gzip layer `Content-Encoding: gzip` (an S3 object's metadata) sends the
+    stored bytes: the digest names them, so the layer reader must not undo the encoding (the tar
+    inside would not match), while a manifest or config is decoded as requests always did."""
+    import gzip
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        archive.addfile(tarfile.TarInfo("etc/hostname"), io.BytesIO(b""))
+    layer = gzip.compress(buffer.getvalue())
+    hostile.route(
+        f"blobs/{digest_of(layer)}", json_answer(layer, media_type=LAYER + "+gzip", encoding="gzip")
+    )
+    digest = hostile.manifest(
+        image_manifest(
+            layers=[{"mediaType": LAYER + "+gzip", "digest": digest_of(layer), "size": len(layer)}]
+        )
+    )
+    code, output = run(*audit(hostile, digest))
+    assert "error:" not in output and code == 0, output
