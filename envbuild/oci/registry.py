@@ -179,6 +179,9 @@ def resolve_digest(
     return _served_digest(session, response, body, f"{session.where}:{parsed.tag}")
 
 
+TAG_PAGES = 1000  # pages of a tag list followed (1000 tags a page; nvidia/cuda has about 5 pages)
+
+
 def list_tags(
     repository: str, *, docker_config: str | None = None, timeout: float = 30, retries: int = 3
 ) -> tuple[str, list[str]]:
@@ -192,7 +195,13 @@ def list_tags(
     url: str | None = f"{first}?n=1000"
     tags: list[str] = []
     seen_pages: set[str] = set()
+    total = 0
     while url and url not in seen_pages:
+        if len(seen_pages) >= TAG_PAGES:  # a registry that names a new next page for ever
+            raise EnvbuildError(
+                f"the tag list of {session.where} goes on past {TAG_PAGES} pages (Link: rel=next)",
+                fix="check the registry: no repository has that many tags; nothing was written",
+            )
         seen_pages.add(url)
         response = session.send("GET", url, headers={"Accept": "application/json"})
         if response.status_code == 404:
@@ -204,6 +213,11 @@ def list_tags(
                 fix="retry later; if it persists, check the registry's status",
             )
         body = read_body(response, f"the tag list of {session.where}", limits.DOCUMENT_BYTES)
+        total += len(body)
+        if total > limits.DOCUMENT_BYTES.get():  # all pages together, as they are kept in memory
+            raise httpbody.too_large(
+                response, "the tag list", limits.DOCUMENT_BYTES.get(), limits.DOCUMENT_BYTES
+            )
         try:
             document = parse_json(body)
         except ValueError:

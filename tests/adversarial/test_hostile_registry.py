@@ -103,6 +103,7 @@ class Hostile:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out at once (no 40 ms delayed-ACK wait)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -583,3 +584,28 @@ def test_a_gzip_layer_labelled_content_encoding_gzip_is_hashed_as_stored(hostile
     )
     code, output = run(*audit(hostile, digest))
     assert "error:" not in output and code == 0, output
+
+
+def test_a_tag_list_whose_next_page_never_ends_is_cut_off(hostile: Hostile) -> None:
+    """`matrix refresh` lists a repository's tags page by page (Link: rel=next): a registry naming a
+    new next page for ever is stopped at TAG_PAGES pages, each page bounded."""
+    from envbuild.errors import EnvbuildError
+    from envbuild.oci.registry import TAG_PAGES, list_tags
+
+    pages: list[str] = []
+
+    def page(handler: _Handler) -> None:
+        pages.append(handler.path)
+        body = document({"name": REPO, "tags": [f"t{len(pages)}"]})
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.send_header("Link", f'</v2/{REPO}/tags/list?n=1000&last=t{len(pages)}>; rel="next"')
+        handler.end_headers()
+        handler.write(body)
+
+    hostile.route("tags/list", page)
+    with pytest.raises(EnvbuildError) as caught:
+        list_tags(f"{hostile.host}/{REPO}")
+    assert f"the tag list of {hostile.host}/{REPO} goes on past {TAG_PAGES} pages" in caught.value.message
+    assert len(pages) == TAG_PAGES
