@@ -214,7 +214,7 @@ def redirect_to(location: str) -> Route:
 @pytest.fixture
 def hostile() -> Iterator[Hostile]:
     registry = Hostile()
-    thread = threading.Thread(target=registry.server.serve_forever, daemon=True)
+    thread = threading.Thread(target=registry.server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield registry
     registry.server.shutdown()
@@ -504,7 +504,7 @@ def test_a_redirect_to_another_host_carries_no_credentials(hostile: Hostile, run
     now (requests read their bodies), so it must do what requests did: the registry's Authorization
     goes to the registry only. A registry that redirects to a host of its choosing gets no token."""
     storage = Hostile()
-    threading.Thread(target=storage.server.serve_forever, daemon=True).start()
+    threading.Thread(target=storage.server.serve_forever, args=(0.05,), daemon=True).start()
     seen: list[str] = []
     layer = tarfile.TarInfo("etc/hostname").tobuf() + bytes(1024)
 
