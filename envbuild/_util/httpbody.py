@@ -35,6 +35,24 @@ def _cap(limit: limits.Limit | int) -> int:
     return limit.get() if isinstance(limit, limits.Limit) else int(limit)
 
 
+def _pieces(response: requests.Response, decode: bool) -> Iterator[bytes]:
+    """The body as it arrives: urllib3's read1 hands back what the socket has (at most CHUNK), where
+    iter_content's read(CHUNK) waits for CHUNK bytes, so a server sending one byte every 0.2 s of a
+    body with a Content-Length was never looked at against the deadline. Content-Encoding is decoded
+    when `decode` (a registry blob is hashed as stored: not decoded)."""
+    read1 = getattr(response.raw, "read1", None)
+    if read1 is None:  # urllib3 1.x, or a raw that is not urllib3's
+        yield from (
+            response.iter_content(CHUNK) if decode else response.raw.stream(CHUNK, decode_content=False)
+        )
+        return
+    while True:
+        piece = read1(CHUNK, decode_content=decode)
+        if not piece:
+            return
+        yield piece
+
+
 def too_large(response: requests.Response, what: str, cap: int, limit: limits.Limit | int) -> EnvbuildError:
     env = limit.env if isinstance(limit, limits.Limit) else None
     return EnvbuildError(
@@ -52,32 +70,44 @@ def chunks(
     what: str,
     limit: limits.Limit | int,
     started: float | None = None,
+    decode: bool = True,
+    seconds: float | None = None,
 ) -> Iterator[bytes]:
     """The body in chunks, stopped past `limit` bytes or once HTTP_DEADLINE_S has passed since
-    `started` (time.monotonic(); default: now). The response is closed however it ends."""
+    `started` (time.monotonic(); default: now). The response is closed however it ends. `decode`:
+    undo a Content-Encoding (gzip, deflate), as requests does; False gives the bytes as sent.
+    `seconds`: the request's deadline when it is not HTTP_DEADLINE_S (a layer's grows with its size)."""
     cap = _cap(limit)
-    deadline = (time.monotonic() if started is None else started) + limits.HTTP_DEADLINE_S.get()
+    allowed = limits.HTTP_DEADLINE_S.get() if seconds is None else seconds
+    deadline = (time.monotonic() if started is None else started) + allowed
     try:
         declared = response.headers.get("Content-Length", "")
         if declared.strip().isdigit() and int(declared) > cap:
             raise too_large(response, what, cap, limit)
         import requests
+        import urllib3
 
         count = 0
         try:
-            for chunk in response.iter_content(CHUNK):
+            for chunk in _pieces(response, decode):
                 count += len(chunk)
                 if count > cap:
                     raise too_large(response, what, cap, limit)
                 if time.monotonic() > deadline:
                     raise EnvbuildError(
-                        f"{_url(response)}: {what} did not arrive within {limits.HTTP_DEADLINE_S.get()} s "
+                        f"{_url(response)}: {what} did not arrive within {allowed:g} s "
                         f"({limits.size(count)} came)",
                         fix="the server is too slow or stalls on purpose; try again, use a mirror, or "
                         f"raise {limits.HTTP_DEADLINE_S.env} for a slow link",
                     )
                 yield chunk
-        except (requests.exceptions.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+        except (
+            requests.exceptions.ConnectionError,
+            requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.ContentDecodingError,
+            urllib3.exceptions.HTTPError,  # read1 raises urllib3's own: ProtocolError, ReadTimeoutError
+            OSError,
+        ) as exc:
             raise EnvbuildError(
                 f"{_url(response)}: the connection broke while {what} came ({limits.size(count)} came): "
                 f"{type(exc).__name__}",

@@ -27,7 +27,7 @@ class Limit(Record):
     __slots__ = ("name", "default", "unit", "env", "defends")
     name: str
     default: int
-    unit: str  # "bytes", "seconds", "levels", "characters", "ratio", "entries", "links"
+    unit: str  # "bytes", "seconds", "levels", "characters", "ratio", "entries", "links", "bytes per second"
     env: str | None
     defends: str
 
@@ -49,6 +49,8 @@ class Limit(Record):
         """The default as the README's table and the errors write it: 4 MiB, 600 s, 200:1."""
         if self.unit == "bytes":
             return size(self.default)
+        if self.unit == "bytes per second":
+            return f"{size(self.default)}/s"
         if self.unit == "seconds":
             return f"{self.default} s"
         if self.unit == "ratio":
@@ -75,7 +77,7 @@ DOWNLOAD_BYTES = Limit(
     default=2 * GIB,
     unit="bytes",
     env="ENVBUILD_MAX_DOWNLOAD_BYTES",
-    defends="one download written to disk: a layer blob, a conda repodata.json, a wheel",
+    defends="one download written to disk or held whole: a conda repodata.json, a wheel",
 )
 HTTP_DEADLINE_S = Limit(
     name="http-deadline",
@@ -84,6 +86,22 @@ HTTP_DEADLINE_S = Limit(
     env="ENVBUILD_HTTP_DEADLINE_S",
     defends="one HTTP request from its start to its last byte (a per-read timeout lets a server that "
     "sends one byte every 20 s hold a command for ever)",
+)
+LAYER_BYTES = Limit(
+    name="layer",
+    default=64 * GIB,
+    unit="bytes",
+    env="ENVBUILD_MAX_LAYER_BYTES",
+    defends="one image layer streamed from a registry (read no further than the size its manifest "
+    "declares, which may not exceed this)",
+)
+LAYER_RATE = Limit(
+    name="layer-rate",
+    default=1 * MIB,
+    unit="bytes per second",
+    env=None,
+    defends="the slowest a layer may stream: its deadline is the HTTP deadline plus one second per "
+    "this many bytes it declares, so a 4 GiB layer on a slow link is not cut off",
 )
 UNPACK_BYTES = Limit(
     name="unpack",
@@ -175,6 +193,8 @@ ALL = (
     DOCUMENT_BYTES,
     DOWNLOAD_BYTES,
     HTTP_DEADLINE_S,
+    LAYER_BYTES,
+    LAYER_RATE,
     UNPACK_BYTES,
     UNPACK_RATIO,
     MEMBER_BYTES,

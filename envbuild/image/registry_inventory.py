@@ -48,7 +48,7 @@ from envbuild.image.inventory import (
     python_dists_from_metadata,
 )
 from envbuild.image.layers import Layers
-from envbuild.oci.reference import DIGEST_RE, parse_reference
+from envbuild.oci.reference import parse_reference
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -197,30 +197,23 @@ def read_registry_inventory(
 ) -> RegistryImage:
     """What the image `ref` ("registry/repo@sha256:...", a manifest or an index) holds, read from its
     registry (see the module docstring); `docker_config` is where the registry's credentials are."""
-    from envbuild.oci.registry import Repository, json_object, stream_layers
+    from envbuild.oci.registry import Repository, config_descriptor, json_object, stream_layers
+    from envbuild.oci.shape import config_labels, config_platform
 
     parsed = parse_reference(ref)  # a malformed reference is a UsageError before any request
     digest = _platform_digest(ref, platform, docker_config)
     repository = Repository(ref, docker_config=docker_config)
     body, media_type, _ = repository.manifest(digest)
-    manifest = json_object(body, f"the manifest {digest} of {repository.where}")
-    config_digest = (manifest.get("config") or {}).get("digest")
-    if not isinstance(config_digest, str) or not DIGEST_RE.fullmatch(config_digest):
-        raise EnvbuildError(
-            f"the manifest {digest} of {repository.where} names no sha256 config blob "
-            f"({media_type or 'no media type'})",
-            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
-        )
+    what = f"the manifest {digest} of {repository.where}"
+    config_digest = config_descriptor(json_object(body, what), what, media_type)
     config = json_object(
         repository.blob(config_digest), f"the config blob {config_digest} of {repository.where}"
     )
-    settings = config.get("config") or {}
-    env = parse_env(settings.get("Env"))
-    labels = settings.get("Labels") or {}
-    variant = config.get("variant")
-    found = f"{config.get('os') or 'linux'}/{config.get('architecture') or 'amd64'}" + (
-        f"/{variant}" if variant else ""
-    )
+    settings = config.obj("config")
+    env = parse_env(settings.strings("Env") if settings is not None else [])
+    labels = config_labels(config)
+    os_name, architecture, variant = config_platform(config)
+    found = f"{os_name or 'linux'}/{architecture or 'amd64'}" + (f"/{variant}" if variant else "")
     with tempfile.TemporaryDirectory(prefix="envbuild-registry-inventory-") as scratch:
         layers = Layers(scratch, keep=inventory_path)
         order: list[str] = []
@@ -244,6 +237,6 @@ def read_registry_inventory(
     return RegistryImage(
         inventory=inventory,
         image_id=config_digest,
-        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        labels=labels,
         platform=found,
     )

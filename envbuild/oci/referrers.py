@@ -25,12 +25,13 @@ import hashlib
 import json
 import time
 
-from envbuild._util.jsontext import parse_json
+from envbuild._util import limits
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, NotFound, UsageError
 from envbuild.oci.reference import DIGEST_RE, parse_reference
-from envbuild.oci.registry import INDEX_MEDIA_TYPES, Repository, promote_by_digest
+from envbuild.oci.registry import INDEX_MEDIA_TYPES, Repository, index_entries, promote_by_digest, read_body
+from envbuild.oci.shape import Shape
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -161,37 +162,41 @@ def fetch_artifact(repository_ref: str, descriptor: dict, docker_config: str | N
             "build's files (envbuild attest), and check the registry's storage",
         )
 
-    size = descriptor.get("size")
-    if isinstance(size, int) and size != len(body):
+    entry = Shape(descriptor, f"the referrers entry {digest} of {repository.where}")
+    size = entry.size()
+    if size is not None and size != len(body):
         raise corrupt(f"the entry gives size {size}, the manifest has {len(body)} bytes")
     try:
-        manifest = parse_json(body)
-    except ValueError:
-        manifest = None
-    if not isinstance(manifest, dict) or manifest.get("mediaType") != OCI_MANIFEST:
+        manifest = Shape.parse(body, f"the artifact manifest {digest} of {repository.where}")
+    except EnvbuildError:
+        raise corrupt("it is not an OCI image manifest") from None
+    if manifest.raw.get("mediaType") != OCI_MANIFEST:
         raise corrupt("it is not an OCI image manifest")
-    kind = manifest.get("artifactType") or (manifest.get("config") or {}).get("mediaType")
-    wanted = descriptor.get("artifactType")
+    config = manifest.obj("config")
+    kind = manifest.text("artifactType") or (config.text("mediaType") if config is not None else "")
+    wanted = entry.text("artifactType")
     if wanted and kind != wanted:
         raise corrupt(f"its artifactType is {kind!r}, the entry says {wanted!r}")
-    subject = (manifest.get("subject") or {}).get("digest")
-    layers = manifest.get("layers")
-    if not isinstance(subject, str) or not DIGEST_RE.fullmatch(subject):
+    subject = manifest.obj("subject")
+    if subject is None or not subject.has("digest"):
         raise corrupt("it has no subject")
-    if not isinstance(layers, list) or len(layers) != 1 or not isinstance(layers[0], dict):
+    subject_digest = subject.digest()
+    if not isinstance(manifest.raw.get("layers"), list) or len(manifest.raw["layers"]) != 1:
+        manifest.objects("layers")  # a field of the wrong type is named as such
         raise corrupt("it does not have exactly one layer")
-    layer = layers[0]
-    layer_digest = layer.get("digest")
-    if not isinstance(layer_digest, str) or not DIGEST_RE.fullmatch(layer_digest):
-        raise corrupt("its layer has no sha256 digest")
+    layer = manifest.objects("layers")[0]
+    layer_digest = layer.digest()
+    layer_size = layer.size()
+    media_type = layer.text("mediaType")
+    manifest.mapping("annotations")
     payload = repository.blob(layer_digest)  # checked against the layer's digest there
-    if layer.get("size") != len(payload):
-        raise corrupt(f"its layer gives size {layer.get('size')}, the blob has {len(payload)} bytes")
+    if layer_size != len(payload):
+        raise corrupt(f"its layer gives size {layer_size}, the blob has {len(payload)} bytes")
     return Artifact(
-        manifest=manifest,
+        manifest=manifest.raw,
         manifest_digest=digest,
-        subject_digest=subject,
-        media_type=str(layer.get("mediaType") or ""),
+        subject_digest=subject_digest,
+        media_type=media_type,
         payload=payload,
     )
 
@@ -210,16 +215,16 @@ def copy_referrers(
     digests = [digest]
     body, media_type, _ = source.manifest(digest)
     if media_type in INDEX_MEDIA_TYPES:
-        children = parse_json(body).get("manifests") or []
-        digests += [str(c.get("digest")) for c in children if isinstance(c, dict) and c.get("digest")]
+        index = Shape.parse(body, f"the image index {digest} of {source.where}")
+        digests += [entry.digest() for entry in index_entries(index)]
     copied = []
     for subject_digest in digests:
         for descriptor, _ in _listed(source, subject_digest, None):
             artifact, _, artifact_digest = source.manifest(descriptor["digest"])
-            manifest = parse_json(artifact)
-            for blob in [manifest.get("config") or {}, *(manifest.get("layers") or [])]:
-                if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
-                    target.mount_blob(source, blob["digest"])
+            manifest = Shape.parse(artifact, f"the artifact manifest {artifact_digest} of {source.where}")
+            config = manifest.obj("config")
+            for blob in [*([config] if config is not None else []), *manifest.objects("layers")]:
+                target.mount_blob(source, blob.digest())
             path = _put_artifact(target, artifact, subject_digest, descriptor=descriptor)
             copied.append(
                 Attached(subject=f"{target.name}@{subject_digest}", digest=artifact_digest, path=path)
@@ -272,8 +277,10 @@ def _listed(repository: Repository, digest: str, artifact_type: str | None) -> l
     params = {"artifactType": artifact_type} if artifact_type else None
     response = repository.send("GET", f"referrers/{digest}", params=params, headers={"Accept": OCI_INDEX})
     if response.status_code == 200:
-        index, path = _index(response.content, f"the referrers of {repository.where}@{digest}"), PATH_API
+        what = f"the referrers of {repository.where}@{digest}"
+        index, path = _index(read_body(response, what, limits.MANIFEST_BYTES), what), PATH_API
     elif response.status_code == 404:  # no referrers API: the tag schema
+        response.close()
         path = PATH_TAG
         try:
             body, _, _ = repository.manifest(referrers_tag(digest))
@@ -281,36 +288,50 @@ def _listed(repository: Repository, digest: str, artifact_type: str | None) -> l
             return []
         index = _index(body, f"the referrers tag {repository.where}:{referrers_tag(digest)}")
     else:
+        response.close()
         raise EnvbuildError(
             f"registry {repository.parsed.registry} answered HTTP {response.status_code} for the referrers "
             f"of {repository.where}@{digest}",
             fix="retry later; if it persists, check the registry's status",
         )
     found = []
-    for entry in index.get("manifests") or []:
-        if not isinstance(entry, dict) or not DIGEST_RE.fullmatch(str(entry.get("digest", ""))):
-            continue
-        if artifact_type is None or entry.get("artifactType") == artifact_type:
-            found.append((entry, path))
+    for entry in _descriptors(index):
+        if artifact_type is None or entry.raw.get("artifactType") == artifact_type:
+            found.append((entry.raw, path))
     return found
+
+
+def _descriptors(index: Shape) -> list[Shape]:
+    """The entries of a referrers list or tag index, each checked: a sha256 digest, and when given a
+    whole-number size, a string artifactType and media type, and annotations of strings."""
+    entries = index_entries(index)
+    for entry in entries:
+        entry.text("artifactType")
+        entry.text("mediaType")
+        entry.mapping("annotations")
+    return entries
 
 
 def _path_of(repository: Repository, digest: str) -> str:
     response = repository.send("GET", f"referrers/{digest}", headers={"Accept": OCI_INDEX})
+    response.close()
     return PATH_API if response.status_code == 200 else PATH_TAG
 
 
-def _index(body: bytes, what: str) -> dict:
+def _index(body: bytes, what: str) -> Shape:
+    """The OCI image index a referrers answer or tag holds, its entries checked (_descriptors)."""
     try:
-        index = parse_json(body)
-    except ValueError:
+        index = Shape.parse(body, what)
+    except EnvbuildError:
         index = None
-    if not isinstance(index, dict) or not isinstance(index.get("manifests", []), list):
+    if index is None or not isinstance(index.raw.get("manifests", []), list):
         raise EnvbuildError(
-            f"{what} is not an OCI image index",
+            f"{what} is not an OCI image index"
+            + (" ('manifests' is not a list)" if index is not None else ""),
             fix="the referrers tag was overwritten by something else; delete the tag and attach the "
             "documents again",
         )
+    _descriptors(index)
     return index
 
 
@@ -319,12 +340,12 @@ def _same_document(repository: Repository, listed: tuple[dict, str], payload: st
     descriptor, _ = listed
     try:
         body, _, digest = repository.manifest(descriptor["digest"])
-        manifest = parse_json(body)
-    except (NotFound, ValueError):
+    except NotFound:
         return ""
-    layers = manifest.get("layers") or []
-    have = {k: v for k, v in (manifest.get("annotations") or {}).items() if k != CREATED}
-    if len(layers) == 1 and layers[0].get("digest") == payload and have == annotations:
+    manifest = Shape.parse(body, f"the artifact manifest {digest} of {repository.where}")
+    layers = manifest.objects("layers")
+    have = {k: v for k, v in manifest.mapping("annotations").items() if k != CREATED}
+    if len(layers) == 1 and layers[0].text("digest") == payload and have == annotations:
         return digest
     return ""
 
@@ -351,13 +372,13 @@ def _put_artifact(
         )
     if response.headers.get("OCI-Subject", "").strip() == subject:
         return PATH_API
-    manifest = parse_json(body)
+    manifest = Shape.parse(body, f"the artifact manifest {digest}")
     entry = {
         "mediaType": OCI_MANIFEST,
         "digest": digest,
         "size": len(body),
-        "artifactType": manifest.get("artifactType"),
-        "annotations": manifest.get("annotations") or {},
+        "artifactType": manifest.text("artifactType") or None,
+        "annotations": manifest.mapping("annotations"),
     }
     if descriptor is not None:
         entry = {**descriptor, "digest": digest, "size": len(body)}
@@ -366,9 +387,12 @@ def _put_artifact(
         current, _, _ = repository.manifest(tag)
         index = _index(current, f"the referrers tag {repository.where}:{tag}")
     except NotFound:
-        index = {"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}
-    if any(isinstance(m, dict) and m.get("digest") == digest for m in index.get("manifests") or []):
+        index = Shape({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}, "a new referrers tag")
+    listed = [m.raw for m in index_entries(index)]
+    if any(m["digest"] == digest for m in listed):
         return PATH_TAG
-    index["manifests"] = [*(index.get("manifests") or []), entry]
-    repository.put_manifest(tag, json.dumps(index, sort_keys=True, separators=(",", ":")).encode(), OCI_INDEX)
+    document = {**index.raw, "manifests": [*listed, entry]}
+    repository.put_manifest(
+        tag, json.dumps(document, sort_keys=True, separators=(",", ":")).encode(), OCI_INDEX
+    )
     return PATH_TAG

@@ -27,8 +27,10 @@ import ipaddress
 import json
 import os
 import re
+import time
 
-from envbuild._util.http import short_reason, with_retries
+from envbuild._util import httpbody, limits
+from envbuild._util.http import MAX_REDIRECTS, short_reason, with_retries
 from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
@@ -36,6 +38,7 @@ from envbuild.errors import EnvbuildError, NotFound, UsageError
 from envbuild.oci.credentials import Credentials, docker_config_path, find_credentials
 from envbuild.oci.labels import VERIFIED
 from envbuild.oci.reference import DIGEST_RE, TAG_RE, Reference, parse_reference
+from envbuild.oci.shape import Shape, config_labels, config_platform, platform_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,12 +96,12 @@ def platform_manifest(
     parsed = parse_reference(ref)
     session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
     body, media_type, digest = _fetch_manifest(session, parsed.digest or parsed.tag)
-    manifest = json_object(body, f"the manifest of {session.where}")
+    manifest = json_object(body, _manifest_what(session, digest))
     if _is_index(manifest, media_type):
         entries = platform_entries(manifest)
         for name, entry in entries:
             if _same_platform(name, platform):
-                return str(entry["digest"])
+                return entry.digest()
         found = tuple(dict.fromkeys(name for name, _ in entries))
         raise PlatformMissing(
             f"{ref} is an image index without a {platform} manifest; it has "
@@ -106,14 +109,13 @@ def platform_manifest(
             fix=f"use a base image published for {platform}, or drop {platform} from the target's platforms",
             platforms=found,
         )
-    config_digest = (manifest.get("config") or {}).get("digest")
-    if isinstance(config_digest, str) and DIGEST_RE.fullmatch(config_digest):
-        config = json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
-        os_name, architecture = config.get("os"), config.get("architecture")
-        if isinstance(architecture, str) and architecture:
-            have = f"{os_name or 'linux'}/{architecture}" + (
-                f"/{config['variant']}" if config.get("variant") else ""
-            )
+    descriptor = manifest.obj("config")
+    if descriptor is not None and descriptor.has("digest"):
+        config_digest = descriptor.digest()
+        config = json_object(_get_blob(session, config_digest), _config_what(session, config_digest))
+        os_name, architecture, variant = config_platform(config)
+        if architecture:
+            have = f"{os_name or 'linux'}/{architecture}" + (f"/{variant}" if variant else "")
             if not _same_platform(have, platform):
                 raise PlatformMissing(
                     f"{ref} is a single-platform image for {have}, not {platform}",
@@ -124,24 +126,21 @@ def platform_manifest(
     return digest
 
 
-def platform_entries(index: dict) -> list[tuple[str, dict]]:
+def index_entries(index: Shape) -> list[Shape]:
+    """The manifests an index lists, each checked: an object with a sha256 digest and, when given,
+    a whole-number size and a platform object of strings."""
+    entries = index.objects("manifests")
+    for entry in entries:
+        entry.digest()
+        entry.size()
+        platform_of(entry)
+    return entries
+
+
+def platform_entries(index: Shape) -> list[tuple[str, Shape]]:
     """(os/architecture[/variant], entry) for each manifest of an index that names a platform;
     attestation entries (platform unknown/unknown) are left out."""
-    found = []
-    for entry in index.get("manifests") or []:
-        if not isinstance(entry, dict) or not entry.get("digest"):
-            continue
-        platform = entry.get("platform") or {}
-        os_name, architecture = platform.get("os"), platform.get("architecture")
-        if (
-            not isinstance(os_name, str)
-            or not isinstance(architecture, str)
-            or "unknown" in (os_name, architecture)
-        ):
-            continue
-        variant = platform.get("variant")
-        found.append((f"{os_name}/{architecture}" + (f"/{variant}" if variant else ""), entry))
-    return found
+    return [(name, entry) for entry in index_entries(index) if (name := platform_of(entry)) is not None]
 
 
 def _same_platform(have: str, want: str) -> bool:
@@ -176,11 +175,11 @@ def resolve_digest(
         raise session.not_found(response, url.rsplit("/manifests/", 1)[0] + "/tags/list", headers)
     if response.status_code != 200:
         raise session.http_error(response)
+    body = read_body(response, f"the manifest of {session.where}:{parsed.tag}", limits.MANIFEST_BYTES)
+    return _served_digest(session, response, body, f"{session.where}:{parsed.tag}")
 
-    header = response.headers.get("Docker-Content-Digest", "").strip()
-    if DIGEST_RE.fullmatch(header):
-        return header
-    return "sha256:" + hashlib.sha256(response.content).hexdigest()
+
+TAG_PAGES = 1000  # pages of a tag list followed (1000 tags a page; nvidia/cuda has about 5 pages)
 
 
 def list_tags(
@@ -196,7 +195,13 @@ def list_tags(
     url: str | None = f"{first}?n=1000"
     tags: list[str] = []
     seen_pages: set[str] = set()
+    total = 0
     while url and url not in seen_pages:
+        if len(seen_pages) >= TAG_PAGES:  # a registry that names a new next page for ever
+            raise EnvbuildError(
+                f"the tag list of {session.where} goes on past {TAG_PAGES} pages (Link: rel=next)",
+                fix="check the registry: no repository has that many tags; nothing was written",
+            )
         seen_pages.add(url)
         response = session.send("GET", url, headers={"Accept": "application/json"})
         if response.status_code == 404:
@@ -207,10 +212,17 @@ def list_tags(
                 f"for the tags of {session.where}",
                 fix="retry later; if it persists, check the registry's status",
             )
+        body = read_body(response, f"the tag list of {session.where}", limits.DOCUMENT_BYTES)
+        total += len(body)
+        if total > limits.DOCUMENT_BYTES.get():  # all pages together, as they are kept in memory
+            raise httpbody.too_large(
+                response, "the tag list", limits.DOCUMENT_BYTES.get(), limits.DOCUMENT_BYTES
+            )
         try:
-            page = response.json().get("tags")
-        except (ValueError, AttributeError):
-            page = None
+            document = parse_json(body)
+        except ValueError:
+            document = None
+        page = document.get("tags") if isinstance(document, dict) else None
         if page is None:
             page = []  # distribution answers "tags": null for a repository without tags
         if not isinstance(page, list) or not all(isinstance(tag, str) for tag in page):
@@ -422,24 +434,24 @@ def image_platform(ref: str, *, docker_config: str | None = None, timeout: float
             "its pushes reported",
         )
     body, media_type, digest = _fetch_manifest(session, parsed.digest)
-    manifest = json_object(body, f"the manifest {parsed.digest} of {session.where}")
+    manifest = json_object(body, _manifest_what(session, digest))
     if _is_index(manifest, media_type):
         raise UsageError(
             f"{ref.strip()} is already an index (a multi-platform image), not one platform's image",
             fix="pass the digest of each platform's image manifest",
         )
     image_id, _ = _config(session, body, media_type)
-    config = json_object(_get_blob(session, image_id), f"the config blob {image_id}")
-    labels = (config.get("config") or {}).get("Labels") or {}
+    config = json_object(_get_blob(session, image_id), _config_what(session, image_id))
+    os_name, architecture, variant = config_platform(config)
     return ImagePlatform(
         digest=digest,
-        media_type=media_type or str(manifest.get("mediaType") or ""),
+        media_type=media_type or manifest.text("mediaType"),
         size=len(body),
         image_id=image_id,
-        os=str(config.get("os") or ""),
-        architecture=str(config.get("architecture") or ""),
-        variant=str(config.get("variant") or ""),
-        labels={str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
+        os=os_name,
+        architecture=architecture,
+        variant=variant,
+        labels=config_labels(config),
     )
 
 
@@ -487,9 +499,6 @@ def push_index(
     return digest
 
 
-LAYER_CHUNK = 1 << 20
-
-
 def stream_layers(
     ref: str, *, docker_config: str | None = None, timeout: float = 60, retries: int = 3
 ) -> Iterator[tuple[str, str, IO[bytes]]]:
@@ -503,27 +512,18 @@ def stream_layers(
     """
     parsed = parse_reference(ref)
     session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=retries)
-    body, media_type, _ = _fetch_manifest(session, parsed.digest or parsed.tag)
-    manifest = json_object(body, f"the manifest of {session.where}")
+    body, media_type, digest = _fetch_manifest(session, parsed.digest or parsed.tag)
+    manifest = json_object(body, _manifest_what(session, digest))
     if _is_index(manifest, media_type):
-        entry = _platform_entry(manifest, session.where)
-        body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
-        manifest = json_object(body, f"the manifest {entry['digest']} of {session.where}")
-    layers = manifest.get("layers")
-    if not isinstance(layers, list):
-        raise EnvbuildError(
-            f"the manifest of {session.where} lists no layers ({media_type or 'no media type'})",
-            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
-        )
+        digest = _platform_entry(manifest, session.where).digest()
+        body, media_type, _ = _fetch_manifest(session, digest)
+        manifest = json_object(body, _manifest_what(session, digest))
+    layers = manifest_layers(manifest, _manifest_what(session, digest), media_type)
     base = f"{registry_scheme(parsed.api_host)}://{parsed.api_host}/v2/{parsed.repository}/blobs"
     for layer in layers:
-        digest = layer.get("digest") if isinstance(layer, dict) else None
-        if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
-            raise EnvbuildError(
-                f"the manifest of {session.where} names a layer without a sha256 digest",
-                fix="push the image again with a current docker or buildx",
-            )
-        response = session.send("GET", f"{base}/{digest}", stream=True)
+        digest = layer.digest()
+        # identity: the blob as stored, which its digest names (no proxy compresses it on the way)
+        response = session.send("GET", f"{base}/{digest}", headers={"Accept-Encoding": "identity"})
         try:
             if response.status_code != 200:
                 details = _error_details(response)
@@ -532,41 +532,69 @@ def stream_layers(
                     f"of {session.where}" + (f" ({details})" if details else ""),
                     fix="check that the image was pushed completely; retry later if the registry is busy",
                 )
-            reader = _CheckedReader(response.raw, digest, session.where)
-            yield digest, str(layer.get("mediaType") or ""), reader
+            reader = _CheckedReader(response, digest, session.where, declared=layer.size())
+            yield digest, layer.text("mediaType"), reader
             reader.finish()
         finally:
             response.close()
 
 
 class _CheckedReader:
-    """A blob's bytes as the registry sends them (no transfer decoding), hashed as they are read."""
+    """A layer blob as a file to read from, hashed as it is read (its bytes as sent, no transfer
+    decoding). The body comes through _util.httpbody: it stops past the size the manifest declares
+    for the layer (its digest is checked, so no genuine layer is longer), which may not exceed
+    LAYER_BYTES (ENVBUILD_MAX_LAYER_BYTES); its deadline is ENVBUILD_HTTP_DEADLINE_S plus a second per
+    LAYER_RATE bytes declared (a genuine 4 GiB CUDA layer on a slow link is not cut off, a trickle
+    is); a broken connection is a clear error."""
 
-    def __init__(self, raw: object, digest: str, where: str) -> None:
-        self.raw = raw
+    def __init__(self, response: requests.Response, digest: str, where: str, *, declared: int | None) -> None:
+        what = f"layer {digest} of {where}"
+        most = limits.LAYER_BYTES.get()
+        if declared is not None and declared > most:
+            raise EnvbuildError(
+                f"{what} declares {limits.size(declared)}, more than envbuild reads ({limits.size(most)})",
+                fix=f"if the image is genuine, raise {limits.LAYER_BYTES.env} (now {most})",
+            )
+        expected = most if declared is None else declared
+        self.chunks = httpbody.chunks(
+            response,
+            what=what,
+            limit=expected if declared is not None else limits.LAYER_BYTES,
+            started=getattr(response, "envbuild_started", None),
+            decode=False,  # hashed as stored, as before: a Content-Encoding is not undone
+            seconds=limits.HTTP_DEADLINE_S.get() + expected / limits.LAYER_RATE.get(),
+        )
+        self.buffer = bytearray()
+        self.done = False
         self.digest = digest
         self.where = where
         self.hash = hashlib.sha256()
 
-    def read(self, size: int = -1) -> bytes:
-        import requests
-        import urllib3
+    def _more(self) -> bool:
+        if self.done:
+            return False
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            self.done = True
+            return False
+        self.hash.update(chunk)
+        self.buffer += chunk
+        return True
 
-        try:
-            data = self.raw.read(size if size is not None and size >= 0 else None, decode_content=False)  # type: ignore[attr-defined]
-        except (urllib3.exceptions.HTTPError, requests.exceptions.RequestException, OSError) as exc:
-            raise EnvbuildError(
-                f"the registry connection broke while reading layer {self.digest} of {self.where}: "
-                f"{short_reason(exc)}",
-                fix="retry; if it persists, check the registry and the network between",
-            ) from None
-        self.hash.update(data)
+    def read(self, size: int = -1) -> bytes:
+        whole = size is None or size < 0
+        while (whole or len(self.buffer) < size) and self._more():
+            pass
+        cut = len(self.buffer) if whole else size
+        data = bytes(self.buffer[:cut])
+        del self.buffer[:cut]  # a bytearray drops its front without copying the rest
         return data
 
     def finish(self) -> None:
         """Read what the consumer left (a tar's end padding) and check the digest of it all."""
-        while self.read(LAYER_CHUNK):
-            pass
+        self.buffer.clear()
+        while self._more():
+            self.buffer.clear()
         if "sha256:" + self.hash.hexdigest() != self.digest:
             raise EnvbuildError(
                 f"layer {self.digest} of {self.where} does not match its digest",
@@ -729,7 +757,8 @@ def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]
         )
     if response.status_code != 200:
         raise session.http_error(response, reference=reference)
-    body = response.content
+    at = "@" if DIGEST_RE.fullmatch(reference) else ":"
+    body = read_body(response, f"the manifest {session.where}{at}{reference}", limits.MANIFEST_BYTES)
     computed = "sha256:" + hashlib.sha256(body).hexdigest()
     if DIGEST_RE.fullmatch(reference) and computed != reference:
         raise EnvbuildError(
@@ -737,12 +766,29 @@ def _fetch_manifest(session: _Session, reference: str) -> tuple[bytes, str, str]
             f"digest is {computed}",
             fix="the registry or a proxy altered the manifest; retry, and check the registry's storage",
         )
+    digest = _served_digest(session, response, body, f"{session.where}{at}{reference}")
     media_type = response.headers.get("Content-Type", "").split(";", 1)[0].strip()
     if not media_type or media_type in ("application/json", "application/octet-stream"):
         with contextlib.suppress(ValueError, AttributeError):
-            media_type = str(parse_json(body).get("mediaType") or media_type)
+            named = parse_json(body).get("mediaType")
+            media_type = named if isinstance(named, str) and named else media_type
+    return body, media_type, digest
+
+
+def _served_digest(session: _Session, response: requests.Response, body: bytes, what: str) -> str:
+    """The digest of the manifest `body` as read: the sha256 of its bytes. A Docker-Content-Digest
+    header is never taken on trust (a tag resolved to it would pin other bytes than were served):
+    one that names another digest is refused."""
+    computed = "sha256:" + hashlib.sha256(body).hexdigest()
     header = response.headers.get("Docker-Content-Digest", "").strip()
-    return body, media_type, header if DIGEST_RE.fullmatch(header) else computed
+    if header and header != computed:
+        raise EnvbuildError(
+            f"registry {session.parsed.registry} served {what} with Docker-Content-Digest "
+            f"{redact(header[:100])}, but the manifest it sent has digest {computed}",
+            fix="the registry or a proxy between altered the manifest or its headers: nothing was pinned; "
+            "retry, and check the registry (and any proxy) before trusting this image",
+        )
+    return computed
 
 
 def _put_manifest(session: _Session, tag: str, body: bytes, media_type: str) -> str:
@@ -792,28 +838,32 @@ def _get_blob(session: _Session, digest: str) -> bytes:
             f"{session.where}" + (f" ({details})" if details else ""),
             fix="check that the image was pushed completely; retry later if the registry is busy",
         )
-    if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+    body = read_body(response, f"blob {digest} of {session.where}", limits.DOCUMENT_BYTES)
+    if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
         raise EnvbuildError(
             f"blob {digest} of {session.where} does not match its digest",
             fix="the registry or a proxy altered it; retry, and check the registry's storage",
         )
-    return response.content
+    return body
 
 
-def json_object(body: bytes, what: str) -> dict:
-    """The JSON object a registry served as `what`; anything else is an EnvbuildError naming it."""
-    try:
-        value = parse_json(body)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise EnvbuildError(f"{what} is not a JSON object", fix="check the image reference and the registry")
-    return value
+def json_object(body: bytes, what: str) -> Shape:
+    """The JSON object a registry served as `what`, for typed reading (oci.shape); anything else is
+    an EnvbuildError naming it."""
+    return Shape.parse(body, what)
 
 
-def _platform_entry(index: dict, where: str, platform: str = "linux/amd64") -> dict:
+def _manifest_what(session: _Session, digest: str) -> str:
+    return f"the manifest {digest} of {session.where}"
+
+
+def _config_what(session: _Session, digest: str) -> str:
+    return f"the config blob {digest} of {session.where}"
+
+
+def _platform_entry(index: Shape, where: str, platform: str = "linux/amd64") -> Shape:
     """The index's entry for `platform`, else its first (an index without platform fields)."""
-    entries = [e for e in index.get("manifests") or [] if isinstance(e, dict) and e.get("digest")]
+    entries = index_entries(index)
     if not entries:
         raise EnvbuildError(f"the image index of {where} lists no manifests", fix="push the image again")
     for name, entry in platform_entries(index):
@@ -822,12 +872,48 @@ def _platform_entry(index: dict, where: str, platform: str = "linux/amd64") -> d
     return entries[0]
 
 
-def _is_index(manifest: dict, media_type: str) -> bool:
+def _is_index(manifest: Shape, media_type: str) -> bool:
     return (
         media_type in INDEX_MEDIA_TYPES
-        or manifest.get("mediaType") in INDEX_MEDIA_TYPES
-        or ("manifests" in manifest and "config" not in manifest)
+        or manifest.text("mediaType") in INDEX_MEDIA_TYPES
+        or ("manifests" in manifest.raw and "config" not in manifest.raw)
     )
+
+
+def config_descriptor(manifest: Shape, what: str, media_type: str) -> str:
+    """The digest of the image config a manifest names; a manifest without one is refused."""
+    descriptor = manifest.obj("config")
+    if descriptor is None or not descriptor.has("digest"):
+        raise EnvbuildError(
+            f"{what} names no sha256 config blob ({media_type or 'no media type'})",
+            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
+        )
+    descriptor.size()
+    return descriptor.digest()
+
+
+def manifest_layers(manifest: Shape, what: str, media_type: str) -> list[Shape]:
+    """The layer descriptors of an image manifest, each with a sha256 digest and, when given, a
+    whole-number size and a string media type. The rest of the manifest is checked too, though a
+    layer reader needs none of it: a config descriptor, when given, is one; annotations are strings."""
+    config = manifest.obj("config")
+    if config is not None:
+        config.digest()
+        config.size()
+    manifest.mapping("annotations")
+    if not isinstance(manifest.raw.get("layers"), list):
+        if manifest.has("layers"):
+            manifest.objects("layers")  # the error naming the field's type
+        raise EnvbuildError(
+            f"{what} lists no layers ({media_type or 'no media type'})",
+            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
+        )
+    layers = manifest.objects("layers")
+    for layer in layers:
+        layer.digest()
+        layer.size()
+        layer.text("mediaType")
+    return layers
 
 
 def image_config(
@@ -840,13 +926,20 @@ def image_config(
     the config says the image's platform, USER and ENV."""
     parsed = parse_reference(ref)
     session = _Session(parsed, docker_config=docker_config, timeout=timeout, retries=3)
-    body, media_type, _ = _fetch_manifest(session, parsed.digest or parsed.tag)
-    manifest = json_object(body, f"the manifest of {session.where}")
+    body, media_type, digest = _fetch_manifest(session, parsed.digest or parsed.tag)
+    manifest = json_object(body, _manifest_what(session, digest))
     if _is_index(manifest, media_type):
         entry = _platform_entry(manifest, session.where, platform)
-        body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
+        body, media_type, _ = _fetch_manifest(session, entry.digest())
     image_id, _ = _config(session, body, media_type)
-    return image_id, json_object(_get_blob(session, image_id), f"the config blob {image_id}")
+    config = json_object(_get_blob(session, image_id), _config_what(session, image_id))
+    config_platform(config)
+    config_labels(config)
+    settings = config.obj("config")
+    if settings is not None:  # what the runtimes read: the image's user and environment
+        settings.text("User")
+        settings.strings("Env")
+    return image_id, config.raw
 
 
 def _config_labels(session: _Session, body: bytes, media_type: str) -> dict[str, str]:
@@ -855,29 +948,25 @@ def _config_labels(session: _Session, body: bytes, media_type: str) -> dict[str,
 
 def _config(session: _Session, body: bytes, media_type: str) -> tuple[str, dict[str, str]]:
     """(config digest, which is the image id Docker shows, and the config's labels)."""
-    manifest = json_object(body, f"the manifest of {session.where}")
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    manifest = json_object(body, _manifest_what(session, digest))
     if _is_index(manifest, media_type):
         entry = _platform_entry(manifest, session.where)
-        body, media_type, _ = _fetch_manifest(session, str(entry["digest"]))
-        manifest = json_object(body, f"the manifest {entry['digest']} of {session.where}")
-    config_digest = (manifest.get("config") or {}).get("digest")
-    if not isinstance(config_digest, str) or not DIGEST_RE.fullmatch(config_digest):
-        raise EnvbuildError(
-            f"the manifest of {session.where} names no sha256 config blob ({media_type or 'no media type'})",
-            fix="push the image with a current docker or buildx (image manifest v2 or OCI)",
-        )
-    config = json_object(_get_blob(session, config_digest), f"the config blob {config_digest}")
-    labels = (config.get("config") or {}).get("Labels") or {}
-    return config_digest, ({str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {})
+        digest = entry.digest()
+        body, media_type, _ = _fetch_manifest(session, digest)
+        manifest = json_object(body, _manifest_what(session, digest))
+    config_digest = config_descriptor(manifest, _manifest_what(session, digest), media_type)
+    config = json_object(_get_blob(session, config_digest), _config_what(session, config_digest))
+    return config_digest, config_labels(config)
 
 
 def _copy_references(source: _Session, target: _Session, body: bytes, media_type: str) -> None:
     """Make what the manifest refers to present in the target repository of the same registry:
     blobs are mounted from the source repository, an index's manifests are put by digest."""
-    manifest = json_object(body, f"the manifest of {source.where}")
+    manifest = json_object(body, _manifest_what(source, "sha256:" + hashlib.sha256(body).hexdigest()))
     if _is_index(manifest, media_type):
-        for entry in manifest.get("manifests") or []:
-            child_digest = str(entry.get("digest", ""))
+        for entry in index_entries(manifest):
+            child_digest = entry.digest()
             child, child_type, _ = _fetch_manifest(source, child_digest)
             _copy_references(source, target, child, child_type)
             if _put_manifest(target, child_digest, child, child_type) != child_digest:
@@ -886,10 +975,9 @@ def _copy_references(source: _Session, target: _Session, body: bytes, media_type
                     fix="use a registry that keeps manifests byte for byte",
                 )
         return
-    blobs = [manifest.get("config") or {}, *(manifest.get("layers") or [])]
-    for blob in blobs:
-        if isinstance(blob, dict) and isinstance(blob.get("digest"), str):
-            _mount_blob(source, target, blob["digest"])
+    config = manifest.obj("config")
+    for blob in [*([config] if config is not None else []), *manifest.objects("layers")]:
+        _mount_blob(source, target, blob.digest())
 
 
 def _mount_blob(source: _Session, target: _Session, digest: str) -> None:
@@ -924,12 +1012,38 @@ def _mount_blob(source: _Session, target: _Session, digest: str) -> None:
     )
 
 
+def read_body(response: requests.Response, what: str, limit: limits.Limit | int) -> bytes:
+    """The body of a registry's answer, within `limit` bytes and the request's deadline
+    (HTTP_DEADLINE_S from the first request of its redirect chain): _util.httpbody.read."""
+    return httpbody.read(
+        response, what=what, limit=limit, started=getattr(response, "envbuild_started", None)
+    )
+
+
+ERROR_BODY_BYTES = 64 * 1024  # an error answer's body is read this far for its codes, then dropped
+
+
+def _errors(response: requests.Response) -> list:
+    """The "errors" list of a registry's error answer, read once (at most ERROR_BODY_BYTES) and kept
+    on the response; [] when the body is longer, not JSON, or has none."""
+    cached = getattr(response, "envbuild_errors", None)
+    if cached is not None:
+        return cached
+    errors: list = []
+    if response.request is None or response.request.method != "HEAD":
+        try:
+            document = parse_json(read_body(response, "an error answer", ERROR_BODY_BYTES))
+        except (EnvbuildError, ValueError, RuntimeError):  # too long, cut, not JSON, read already
+            document = None
+        found = document.get("errors") if isinstance(document, dict) else None
+        errors = found if isinstance(found, list) else []
+    response.envbuild_errors = errors  # type: ignore[attr-defined]
+    return errors
+
+
 def _error_details(response: requests.Response) -> str:
     """ "CODE: message; ..." from a registry error body; "" when it has none."""
-    try:
-        errors = response.json().get("errors") or []
-    except (ValueError, AttributeError):
-        return ""
+    errors = _errors(response)
     parts = []
     for error in errors:
         if isinstance(error, dict):
@@ -994,7 +1108,14 @@ class _Session:
         self.docker_config = docker_config
         self.timeout = timeout
         self.retries = max(0, int(retries))
-        self.http = requests.Session()
+
+        class Session(requests.Session):
+            def get_redirect_target(self, resp: requests.Response) -> None:
+                """None: redirects are _follow's. requests reads a redirect's whole body, however
+                long, even with allow_redirects=False (to prepare Response.next)."""
+                return None
+
+        self.http = Session()
         self.found: list[Credentials | None] = []  # looked up on the first challenge, then kept
         self.authorization: str | None = None
 
@@ -1028,7 +1149,7 @@ class _Session:
 
         try:
             return with_retries(
-                lambda: self.http.request(method, url, timeout=self.timeout, **kwargs),  # type: ignore[arg-type]
+                lambda: self._follow(method, url, dict(kwargs)),
                 retries=self.retries,
                 unreachable=unreachable,
             )
@@ -1038,6 +1159,42 @@ class _Session:
                 fix=f"if {host} serves plain http, list it in ENVBUILD_INSECURE_REGISTRIES "
                 f"(comma-separated host:port); otherwise check its certificate",
             ) from None
+
+    def _follow(self, method: str, url: str, kwargs: dict) -> requests.Response:
+        """One request and the redirects it is answered with, followed here rather than by requests:
+        requests reads each redirect's whole body into memory, however long. Every answer is streamed
+        (its body is read by read_body, bounded) and carries `envbuild_started`, when the chain began,
+        for the deadline. A redirect to another origin drops the Authorization header and the `auth`
+        credentials; a 301/302/303 turns a non-HEAD request into a body-less GET, as browsers and
+        requests do. More than MAX_REDIRECTS is requests' TooManyRedirects (_util.http names the loop)."""
+        from urllib.parse import urljoin
+
+        import requests
+
+        started = time.monotonic()
+        first = _origin(url)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self.http.request(
+                method, url, timeout=self.timeout, stream=True, allow_redirects=False, **kwargs
+            )
+            response.envbuild_started = started  # type: ignore[attr-defined]
+            location = response.headers.get("Location", "")
+            if not (response.is_redirect and location):
+                return response
+            response.close()  # its body is never read
+            url = urljoin(response.url, location)
+            kwargs.pop("params", None)
+            if response.status_code in (301, 302, 303) and method != "HEAD":
+                method = "GET"
+                kwargs.pop("data", None)
+            if _origin(url) != first:
+                kwargs["headers"] = {
+                    k: v for k, v in (kwargs.get("headers") or {}).items() if k.lower() != "authorization"
+                }
+                kwargs.pop("auth", None)
+        raise requests.exceptions.TooManyRedirects(
+            f"Exceeded {MAX_REDIRECTS} redirects.", request=response.request, response=response
+        )
 
     def send(
         self,
@@ -1058,6 +1215,7 @@ class _Session:
             headers["Authorization"] = self.authorization
         response = self.request(method, url, headers=headers, **kwargs)
         if response.status_code == 401:
+            response.close()
             self.authorization = self.authorize(response, scope=scope)
             headers["Authorization"] = self.authorization
             response = self.request(method, url, headers=headers, **kwargs)
@@ -1105,8 +1263,9 @@ class _Session:
                 f"{token_response.status_code} for {self.where}",
                 fix="retry later; if it persists, check the registry's status",
             )
+        answer = read_body(token_response, f"the token answer for {self.where}", limits.DOCUMENT_BYTES)
         try:
-            body = token_response.json()
+            body = parse_json(answer)
             token = body.get("token") or body.get("access_token")
         except (ValueError, AttributeError):
             token = None
@@ -1207,8 +1366,4 @@ class _Session:
 
 
 def _error_codes(response: requests.Response) -> set[str]:
-    try:
-        errors = response.json().get("errors") or []
-        return {redact(str(e.get("code"))) for e in errors if isinstance(e, dict)}
-    except (ValueError, AttributeError):
-        return set()
+    return {redact(str(e.get("code"))) for e in _errors(response) if isinstance(e, dict)}

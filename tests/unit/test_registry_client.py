@@ -5,6 +5,7 @@ htpasswd basic auth, compared with what the registry and `docker push` report.""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import socket
 import subprocess
@@ -22,6 +23,8 @@ from tests.helpers.registry import LoopbackServer, RegistryHandler, write_docker
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 OTHER_DIGEST = "sha256:" + "f" * 64
+INDEX_BODY = b'{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json"}'
+INDEX_DIGEST = "sha256:" + hashlib.sha256(INDEX_BODY).hexdigest()  # what the fake registry serves
 
 
 # --- parse_reference ------------------------------------------------------------------------------
@@ -220,7 +223,7 @@ class FakeRegistry(LoopbackServer):
         self.fail_first = 0  # answer 503 this many times first
         self.token_key = "token"
         self.digest_header = True
-        self.body = b'{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json"}'
+        self.body = INDEX_BODY
         self.require_login = False
         outer = self
 
@@ -244,7 +247,7 @@ class FakeRegistry(LoopbackServer):
                         challenge = f'Bearer realm="{realm}",service="test",scope="repository:x/y:pull"'
                         return self.reply(401, b'{"errors": [{"code": "UNAUTHORIZED"}]}', challenge)
                     assert self.headers.get("Accept") == MANIFEST_ACCEPT
-                    return self.reply(200, outer.body, digest=DIGEST if outer.digest_header else None)
+                    return self.reply(200, outer.body, digest=INDEX_DIGEST if outer.digest_header else None)
                 return self.reply(404, b'{"errors": [{"code": "NAME_UNKNOWN"}]}')
 
             def token(self, auth: str, query: str) -> None:
@@ -270,14 +273,14 @@ def fake_registry() -> Iterator[FakeRegistry]:
 
 def test_bearer_token_flow_anonymous(fake_registry: FakeRegistry, tmp_path: Path) -> None:
     ref = f"{fake_registry.host}/x/y:v1"
-    assert resolve_digest(ref, docker_config=str(tmp_path)) == DIGEST
+    assert resolve_digest(ref, docker_config=str(tmp_path)) == INDEX_DIGEST
     paths = [(path, auth) for path, auth, _ in fake_registry.requests]
     assert paths == [
         ("/v2/x/y/manifests/v1", ""),
         ("/token", ""),
         ("/v2/x/y/manifests/v1", "Bearer anon-token"),
     ]
-    assert pinned(ref, docker_config=str(tmp_path)) == f"{ref}@{DIGEST}"
+    assert pinned(ref, docker_config=str(tmp_path)) == f"{ref}@{INDEX_DIGEST}"
 
 
 def test_bearer_token_flow_with_docker_config_credentials(
@@ -286,7 +289,7 @@ def test_bearer_token_flow_with_docker_config_credentials(
     fake_registry.token_key = "access_token"
     fake_registry.require_login = True
     config = write_docker_config(tmp_path / "docker", fake_registry.host, *FakeRegistry.token_user)
-    assert resolve_digest(f"{fake_registry.host}/x/y", docker_config=config) == DIGEST
+    assert resolve_digest(f"{fake_registry.host}/x/y", docker_config=config) == INDEX_DIGEST
     assert fake_registry.requests[-1][:2] == ("/v2/x/y/manifests/latest", "Bearer user-token")
 
 
@@ -303,8 +306,6 @@ def test_bearer_token_refused_names_docker_login_not_the_password(
 
 
 def test_digest_falls_back_to_sha256_of_the_body(fake_registry: FakeRegistry, tmp_path: Path) -> None:
-    import hashlib
-
     fake_registry.digest_header = False
     expected = "sha256:" + hashlib.sha256(fake_registry.body).hexdigest()
     assert resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path)) == expected
@@ -316,7 +317,9 @@ def test_5xx_is_retried_with_backoff_and_4xx_is_not(
     waits: list[float] = []
     monkeypatch.setattr("envbuild._util.http.time.sleep", waits.append)
     fake_registry.fail_first = 2
-    assert resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path), retries=2) == DIGEST
+    assert (
+        resolve_digest(f"{fake_registry.host}/x/y:v1", docker_config=str(tmp_path), retries=2) == INDEX_DIGEST
+    )
     assert waits == [0.5, 1.0]  # the one retry policy: doubling waits from BACKOFF_START_S
     fake_registry.requests.clear()
     with pytest.raises(EnvbuildError, match="tag 'missing' not found"):

@@ -4,6 +4,7 @@ key, `auths` forms, and an identity token traded for an access token at a real t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from tests.helpers.registry import (
 )
 
 HUB_KEY = "https://index.docker.io/v1/"
-DIGEST = "sha256:" + "ab" * 32
+DIGEST = "sha256:" + hashlib.sha256(b"{}").hexdigest()  # the manifest body the server sends
 
 
 @pytest.fixture
