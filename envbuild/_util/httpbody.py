@@ -20,7 +20,10 @@ from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
+    from typing import TypeVar
+
+    T = TypeVar("T")
 
     import requests
 
@@ -51,6 +54,45 @@ def _pieces(response: requests.Response, decode: bool) -> Iterator[bytes]:
         if not piece:
             return
         yield piece
+
+
+def answered(send: Callable[[], T], *, url: str, started: float | None = None) -> T:
+    """`send()`, a request whose answer's status line and headers it waits for, given at most what is
+    left of the request's HTTP_DEADLINE_S (counted from `started`, default now).
+
+    The body's deadline (chunks) starts once the headers are in; before that, requests' timeout is
+    per read too, so a server that trickles its headers a byte at a time held the command as long as
+    it liked. The wait runs in a daemon thread: past the deadline the command goes on with a clear
+    error, and the abandoned request ends at its own next read timeout, or with the process."""
+    import threading
+
+    allowed = limits.HTTP_DEADLINE_S.get()
+    left = (time.monotonic() if started is None else started) + allowed - time.monotonic()
+    shown = redact(url.split("?", 1)[0])
+    late = EnvbuildError(
+        f"{shown}: the server's answer did not begin within {allowed} s",
+        fix="the server is too slow or stalls on purpose; try again, use a mirror, or raise "
+        f"{limits.HTTP_DEADLINE_S.env} for a slow link",
+    )
+    if left <= 0:
+        raise late
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, send()))
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name="envbuild-http-answer", daemon=True)
+    thread.start()
+    thread.join(left)
+    if not outcome:
+        raise late
+    ok, value = outcome[0]
+    if not ok:
+        raise value  # type: ignore[misc]
+    return value  # type: ignore[return-value]
 
 
 def too_large(response: requests.Response, what: str, cap: int, limit: limits.Limit | int) -> EnvbuildError:

@@ -80,7 +80,11 @@ def fetch(session: requests.Session, channel: str, subdir: str, directory: str) 
 
     started = time.monotonic()
     response = with_retries(
-        lambda: session.get(url, headers=headers, timeout=TIMEOUT_S, stream=True),
+        lambda: httpbody.answered(
+            lambda: session.get(url, headers=headers, timeout=TIMEOUT_S, stream=True),
+            url=url,
+            started=started,
+        ),
         retries=RETRIES,
         unreachable=unreachable,
     )

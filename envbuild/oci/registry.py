@@ -1174,8 +1174,12 @@ class _Session:
         started = time.monotonic()
         first = _origin(url)
         for _ in range(MAX_REDIRECTS + 1):
-            response = self.http.request(
-                method, url, timeout=self.timeout, stream=True, allow_redirects=False, **kwargs
+            response = httpbody.answered(
+                lambda url=url, method=method: self.http.request(
+                    method, url, timeout=self.timeout, stream=True, allow_redirects=False, **kwargs
+                ),
+                url=url,
+                started=started,
             )
             response.envbuild_started = started  # type: ignore[attr-defined]
             location = response.headers.get("Location", "")

@@ -51,7 +51,9 @@ class Http:
             )
 
         return with_retries(
-            lambda: self.session.get(url, headers=headers, timeout=self.timeout, stream=stream),
+            lambda: httpbody.answered(
+                lambda: self.session.get(url, headers=headers, timeout=self.timeout, stream=stream), url=url
+            ),
             retries=self.retries,
             unreachable=unreachable,
         )

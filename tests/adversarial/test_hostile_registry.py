@@ -201,6 +201,19 @@ def slow(body: bytes, every_s: float = 0.2) -> Route:
     return answer
 
 
+def slow_headers(every_s: float = 0.2) -> Route:
+    """A status line and headers that never end, one byte every `every_s` seconds: each byte resets
+    requests' per-read timeout, so only a deadline on the whole answer stops it."""
+
+    def answer(handler: _Handler) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: " + MANIFEST.encode() + b"\r\nX-Padding: " + b"p" * 4000
+        for offset in range(len(head)):
+            handler.write(head[offset : offset + 1])
+            time.sleep(every_s)
+
+    return answer
+
+
 def redirect_to(location: str) -> Route:
     def answer(handler: _Handler) -> None:
         handler.send_response(302)
@@ -344,6 +357,13 @@ def test_a_registry_sending_a_byte_every_fifth_of_a_second_meets_the_deadline(
     code, output = run(*audit(hostile, ANY), ENVBUILD_HTTP_DEADLINE_S="1")
     refused(code, output, run, "did not arrive within 1 s", "ENVBUILD_HTTP_DEADLINE_S")
     assert hostile.settle() < 200  # about five bytes came in the second it had, never the 4 KiB
+
+
+def test_a_registry_trickling_its_headers_meets_the_deadline_too(hostile: Hostile, run: Run) -> None:
+    hostile.route(f"manifests/{ANY}", slow_headers())
+    code, output = run(*audit(hostile, ANY), ENVBUILD_HTTP_DEADLINE_S="1")
+    refused(code, output, run, "the server's answer did not begin within 1 s", "ENVBUILD_HTTP_DEADLINE_S")
+    assert hostile.settle() < 200  # a few header bytes, never the 4 KiB of them
 
 
 # --- malformed ----------------------------------------------------------------------------------

@@ -31,6 +31,18 @@ class _Hostile(BaseHTTPRequestHandler):
         type(self).sent += len(data)
 
     def do_GET(self) -> None:
+        if self.path == "/slow-headers":  # the status line and headers, one byte per 50 ms
+            import time
+
+            try:
+                for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"p" * 600 + b"\r\n\r\n":
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    type(self).sent += 1
+                    time.sleep(0.05)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         if self.path == "/claims-huge":
             self.send_response(200)
             self.send_header("Content-Length", str(3 << 29))
@@ -107,6 +119,23 @@ def test_a_body_that_trickles_past_the_deadline_is_stopped(
     assert "repodata.json did not arrive within 1 s" in caught.value.message
     assert "ENVBUILD_HTTP_DEADLINE_S" in (caught.value.fix or "")
     assert _Hostile.sent < 600  # stopped long before the server's 600 bytes
+
+
+def test_an_answer_whose_headers_trickle_in_is_stopped_at_the_deadline(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ENVBUILD_HTTP_DEADLINE_S", "1")
+    with pytest.raises(EnvbuildError) as caught:
+        httpbody.answered(lambda: _get(f"{server}/slow-headers"), url=f"{server}/slow-headers")
+    assert "/slow-headers: the server's answer did not begin within 1 s" in caught.value.message
+    assert _Hostile.sent < 600  # each byte reset requests' per-read timeout; the deadline did not reset
+
+
+def test_an_answer_that_comes_in_time_is_returned_and_errors_are_raised_as_they_were(server: str) -> None:
+    response = httpbody.answered(lambda: _get(f"{server}/small"), url=f"{server}/small")
+    assert httpbody.read(response, what="a file", limit=100) == b"0123456789"
+    with pytest.raises(ZeroDivisionError):
+        httpbody.answered(lambda: 1 // 0, url=server)
 
 
 def test_save_leaves_nothing_behind_when_the_body_is_too_large(server: str, tmp_path) -> None:
