@@ -133,11 +133,12 @@ def judge(
             # a statement: the provenance always, a signed SBOM inside its wrapping statement
             add(_statement_type(kind, document, predicate_type))
             subjects = fields.subject_digests(document)
+            shape = _subject_shape(document.get("subject"))
             add(
                 Check(
                     name=f"{kind} statement subject",
                     ok=subject_digest in subjects,
-                    detail=f"{', '.join(subjects) or 'none'}"
+                    detail=f"{', '.join(subjects) or shape or 'none'}"
                     + ("" if subject_digest in subjects else f"; expected {subject_digest}"),
                 )
             )
@@ -228,6 +229,26 @@ def _open(kind: str, fetched: Fetched, public_key, add) -> bytes | None:
     payload = dsse.verify(envelope, public_key)
     add(Check(name=f"{kind} signature", ok=True, detail=f"verified with key {dsse.keyid(public_key)[:12]}…"))
     return payload
+
+
+def _subject_shape(subject: object) -> str:
+    """What is wrong with a statement's `subject` when it names no digest: said in the check's detail,
+    so a `subject: 5` reads as a malformed statement, not as a statement about another image."""
+    if not isinstance(subject, list):
+        return f"subject is {_kind(subject)}, not a list of {{name, digest: {{sha256}}}}"
+    if subject and not all(
+        isinstance(item, dict) and isinstance(item.get("digest"), dict) for item in subject
+    ):
+        return "subject holds an entry that is not {name, digest: {sha256}}"
+    return ""
+
+
+def _kind(value: object) -> str:
+    """A JSON value's type as an error message says it."""
+    if value is None:
+        return "missing"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}
+    return names.get(type(value), "an object")
 
 
 def _statement_type(kind: str, document: dict, predicate_type: str) -> Check:
