@@ -15,6 +15,8 @@ and the gates are checked from the report's own numbers either way.
 
 from __future__ import annotations
 
+from envbuild._util import limits
+from envbuild._util.files import NotReadable, read_regular
 from envbuild._util.jsontext import parse_json
 from envbuild.errors import UsageError, VerifyError
 from envbuild.image.verify import Verification, judge_output
@@ -34,8 +36,12 @@ def verify_from_log(image: str, path: str, *, device: str = "gpu", runtime: str 
             fix="pass REPO@sha256:<digest>, the image the Job ran (its `image:` line)",
         )
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_regular(path, limit=limits.FILE_BYTES.get()).decode("utf-8", errors="replace")
+    except NotReadable as exc:  # /dev/zero, a FIFO, a directory: read for ever, or until memory ran out
+        raise UsageError(
+            f"--from-log {path}: {exc}",
+            fix="pass the regular file `kubectl logs job/NAME > FILE` wrote",
+        ) from None
     except OSError as exc:
         raise UsageError(
             f"--from-log {path}: cannot read it ({exc.strerror or exc})",
