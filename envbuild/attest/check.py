@@ -257,7 +257,39 @@ def _statement_type(kind: str, document: dict, predicate_type: str) -> Check:
     detail = f"_type {seen[0]!r}, predicateType {seen[1]!r}"
     if not ok:
         detail += f"; expected {fields.STATEMENT_TYPE!r}, {predicate_type!r}"
+    shape = _predicate_problem(document.get("predicate")) if predicate_type == fields.SLSA_PREDICATE else ""
+    if shape:  # the types are right but the predicate is not a SLSA provenance: its readers see nothing
+        ok, detail = False, f"{detail}; {shape}"
     return Check(name=f"{kind} statement type", ok=ok, detail=detail)
+
+
+# what a SLSA v1 provenance predicate holds, and the JSON type of each (runDetails may be absent)
+_SLSA_SHAPE = (
+    ("buildDefinition", dict, True),
+    ("buildDefinition.externalParameters", dict, True),
+    ("buildDefinition.internalParameters", dict, False),
+    ("buildDefinition.resolvedDependencies", list, False),
+    ("runDetails", dict, False),
+    ("runDetails.byproducts", list, False),
+)
+
+
+def _predicate_problem(predicate: object) -> str:
+    """What makes `predicate` not a SLSA v1 provenance predicate ("" when nothing does): a
+    `"predicate": []` or `"buildDefinition": 5` read as a provenance naming no lock and no spec."""
+    if not isinstance(predicate, dict):
+        return f"predicate is {_kind(predicate)}, not an object"
+    for path, kind, required in _SLSA_SHAPE:
+        parent, _, name = path.rpartition(".")
+        holder = predicate.get(parent) if parent else predicate
+        if not isinstance(holder, dict):
+            continue  # its parent's own row said so
+        value = holder.get(name)
+        if value is None and not required:
+            continue
+        if not isinstance(value, kind):
+            return f"predicate.{path} is {_kind(value)}, not {'an object' if kind is dict else 'a list'}"
+    return ""
 
 
 def _validates(body: bytes) -> Check:

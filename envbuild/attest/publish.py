@@ -332,7 +332,8 @@ def attach_image(
             "--attach needs the image's facts: --record build/<target>/record.json or --report FILE",
             fix="pass the build's record.json, or the smoke report file `envbuild verify --report` wrote",
         )
-    recorded = _read_record(record_path) if record_path else {}  # before any request, as above
+    # before any request, as above: a record of the wrong shape, or a FIFO given as a file, costs nothing
+    recorded = _read_record(record_path) if record_path else _read_json(str(report_path), "--report")
     parsed = parse_reference(ref)
     digest = resolve_digest(ref)
     subject = f"{parsed.name}@{digest}"

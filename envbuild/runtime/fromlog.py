@@ -19,7 +19,7 @@ from envbuild._util import limits
 from envbuild._util.files import NotReadable, read_regular
 from envbuild._util.jsontext import parse_json
 from envbuild.errors import UsageError, VerifyError
-from envbuild.image.verify import Verification, judge_output
+from envbuild.image.verify import Verification, check_schema, judge_output
 from envbuild.oci.reference import parse_reference
 from envbuild.runtime.driver import identify
 
@@ -48,8 +48,12 @@ def verify_from_log(image: str, path: str, *, device: str = "gpu", runtime: str 
             fix="pass the file `kubectl logs job/NAME > FILE` wrote",
         ) from None
     line = report_line(text, path)
-    found = identify(image)
     report = parse_json(line)
+    try:  # a report of the wrong shape is judged before any registry request, naming the log
+        check_schema(report)
+    except VerifyError as exc:
+        raise VerifyError(f"--from-log {path}: {exc.message}", fix=exc.fix) from None
+    found = identify(image)
     exit_code = 0 if report.get("passed") is True else 1
     seconds = report.get("duration_s")
     return judge_output(
