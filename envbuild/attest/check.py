@@ -153,8 +153,12 @@ def judge(
                         )
                     )
                     continue
+                try:
+                    body = json.dumps(inner).encode("utf-8")
+                except RecursionError:  # parsed at the parser's depth limit, one level too deep to write
+                    add(Check(name="sbom readable", ok=False, detail="the SBOM predicate nests too deep"))
+                    continue
                 document = inner
-                body = json.dumps(inner).encode("utf-8")
         if kind == fields.KIND_SBOM:
             raw_sbom = body
         read[kind] = document

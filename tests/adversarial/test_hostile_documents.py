@@ -174,6 +174,20 @@ def test_an_sbom_of_the_wrong_shape_fails_a_named_check(keys, path, value, check
     _failed(judge(A.SUBJECT, A.image_labels(), signed), check, detail)
 
 
+@pytest.mark.parametrize("levels", [250, 400])
+def test_an_sbom_nested_deeper_than_the_schema_check_follows_fails_it(levels: int) -> None:
+    """Components within components: json parses it (under its depth limit), but the CycloneDX schema
+    check recursed per level and ended in RecursionError, an internal error of `envbuild attest`."""
+    deep = '{"type": "library", "name": "x", "components": [' * levels + '{"type": "library", "name": "x"}'
+    body = json.dumps(A.sbom()).replace('"components": [', '"components": [' + deep + "]}" * levels + ", ", 1)
+    provenance = statement_bytes(build_provenance(A.record(), SUBJECTS))
+    documents = {
+        fields.KIND_SBOM: _fetched(fields.KIND_SBOM, fields.SBOM_MEDIA_TYPE, body.encode()),
+        fields.KIND_PROVENANCE: _fetched(fields.KIND_PROVENANCE, fields.STATEMENT_MEDIA_TYPE, provenance),
+    }
+    _failed(judge(A.SUBJECT, A.image_labels(), documents), "sbom valid", "nests deeper than the CycloneDX")
+
+
 @pytest.mark.parametrize(("path", "value", "detail"), ENVELOPE_SHAPES)
 def test_an_envelope_of_the_wrong_shape_fails_its_signature_check(keys, path, value, detail) -> None:
     private, public = keys
