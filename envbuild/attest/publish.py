@@ -208,7 +208,28 @@ def record_problem(record: dict) -> str | None:
     tags = record.get("tags") or ()
     if not all(isinstance(tag, str) for tag in tags):
         return "field tags is not a list of strings"
+    depth = _depth(record)
+    if depth > RECORD_DEPTH:  # the builders and the redaction recurse per level: RecursionError
+        return f"it nests more than {RECORD_DEPTH} levels deep (envbuild's own record nests under 10)"
     return None
+
+
+RECORD_DEPTH = 64  # envbuild's own record.json nests under 10 levels
+
+
+def _depth(value: object) -> int:
+    """How deep `value` nests (a string or number: 0), counted without recursion."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict | list):
+            level += 1
+            deepest = max(deepest, level)
+            if level <= RECORD_DEPTH:  # past the bound the answer is already "too deep"
+                pending.extend(
+                    (child, level) for child in (item.values() if isinstance(item, dict) else item)
+                )
+    return deepest
 
 
 def _read_record(path: str) -> dict:

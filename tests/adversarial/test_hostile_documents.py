@@ -213,6 +213,7 @@ RECORD_SHAPES = [
     ({"base_image": ["x"]}, "field base_image is a list, not a string"),
     ([], "is not a JSON object"),
     ("[" * 100_000, "cannot be read as JSON"),
+    ('{"notes": ' + "[" * 900 + "]" * 900 + "}", "it nests more than 64 levels deep"),
 ]
 
 
