@@ -15,6 +15,7 @@ import resource
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,24 @@ def _hostile(kind: str, where: Path) -> Path:
         with open(where, "wb") as handle:
             handle.truncate(OVERSIZE)
     return where
+
+
+@pytest.fixture
+def hostile() -> Iterator[Callable[[str, Path], Path]]:
+    """_hostile, each path it made removed afterwards (a 4 GiB sparse file is not left behind in
+    pytest's kept temporary directories)."""
+    made: list[Path] = []
+
+    def make(kind: str, where: Path) -> Path:
+        made.append(_hostile(kind, where))
+        return made[-1]
+
+    yield make
+    for path in made:
+        if path.is_dir() and not path.is_symlink():
+            path.rmdir()
+        else:
+            path.unlink()
 
 
 WHAT = {
@@ -87,8 +106,8 @@ KINDS = sorted(WHAT)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_verify_from_log_reads_only_a_regular_file(tmp_path: Path, kind: str) -> None:
-    log = _hostile(kind, tmp_path / "job.log")
+def test_verify_from_log_reads_only_a_regular_file(tmp_path: Path, hostile, kind: str) -> None:
+    log = hostile(kind, tmp_path / "job.log")
     cache = tmp_path / "cache"
     before = _left(tmp_path)
     done = _run(["verify", IMAGE, "--from-log", str(log), "--smoke-device", "cpu"], cache)
@@ -98,11 +117,11 @@ def test_verify_from_log_reads_only_a_regular_file(tmp_path: Path, kind: str) ->
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", ["gpus.toml", "frameworks/torch.toml"])
-def test_a_matrix_file_must_be_a_regular_file(tmp_path: Path, kind: str, name: str) -> None:
+def test_a_matrix_file_must_be_a_regular_file(tmp_path: Path, hostile, kind: str, name: str) -> None:
     root = tmp_path / "matrix"
     shutil.copytree(MATRIX_DIR, root)
     (root / name).unlink()
-    bad = _hostile(kind, root / name)
+    bad = hostile(kind, root / name)
     cache = tmp_path / "cache"
     before = _left(tmp_path)
     for args in (["resolve", "--driver", "550", "--framework", "torch"], ["matrix", "check"]):
@@ -112,8 +131,8 @@ def test_a_matrix_file_must_be_a_regular_file(tmp_path: Path, kind: str, name: s
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_spec_must_be_a_regular_file(tmp_path: Path, kind: str) -> None:
-    spec = _hostile(kind, tmp_path / "envbuild.toml")
+def test_a_spec_must_be_a_regular_file(tmp_path: Path, hostile, kind: str) -> None:
+    spec = hostile(kind, tmp_path / "envbuild.toml")
     before = _left(tmp_path)
     done = _run(["render", "-f", str(spec), "-o", str(tmp_path / "out")], tmp_path / "cache")
     _refused(done, f"spec file {spec}", WHAT[kind])
@@ -122,9 +141,11 @@ def test_a_spec_must_be_a_regular_file(tmp_path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("flag", ["--record", "--report"])
-def test_attest_attach_reads_its_facts_file_before_any_request(tmp_path: Path, kind: str, flag: str) -> None:
+def test_attest_attach_reads_its_facts_file_before_any_request(
+    tmp_path: Path, hostile, kind: str, flag: str
+) -> None:
     """The registry named is one nothing listens on: the file is refused before it is asked."""
-    facts = _hostile(kind, tmp_path / "facts.json")
+    facts = hostile(kind, tmp_path / "facts.json")
     before = _left(tmp_path)
     done = _run(["attest", IMAGE, "--attach", flag, str(facts)], tmp_path / "cache")
     _refused(done, f"{flag} {facts}", WHAT[kind])
