@@ -283,6 +283,7 @@ MATRIX_SHAPES = [
     ("frameworks/torch.toml", "[framework]\nname = 5\n", "frameworks/torch.toml"),
     ("cuda.toml", "image = {a = 1}\n", "cuda.toml"),
     ("os.toml", "[[os]]\nimage = [1, 2]\n", "os.toml"),
+    ("gpus.toml", "x = " + "1" * 5000 + "\n", "gpus.toml: not valid TOML: a value envbuild cannot read"),
 ]
 
 
@@ -422,6 +423,10 @@ SPEC_SHAPES = [
     (SPEC_BASE + f'"{BIG}" = 1\n', "has an unknown key 'aaaa"),
     (SPEC_BASE + f'platform = ["{BIG}"]\n', "platform[0]"),
     (SPEC_BASE + "[smoke]\nimports = 5\n", "[smoke] imports = 5"),
+    (
+        "[stack]\ndriver = " + "1" * 5000 + "\n",
+        "not valid TOML: a value envbuild cannot read (Exceeds the limit",
+    ),
     (SPEC_BASE + "[audit]\nskip = [5]\n", "[audit]"),
     (SPEC_BASE + "[[target]]\nname = 5\n", "target"),
 ]
