@@ -15,6 +15,8 @@ and the gates are checked from the report's own numbers either way.
 
 from __future__ import annotations
 
+import json
+
 from envbuild._util import limits
 from envbuild._util.files import NotReadable, read_regular
 from envbuild._util.jsontext import parse_json
@@ -78,7 +80,15 @@ def report_line(text: str, path: str) -> str:
             continue
         try:
             value = parse_json(line)
-        except ValueError:
+        except ValueError as exc:
+            unreadable = not isinstance(exc, json.JSONDecodeError) or exc.msg.startswith("nested deeper")
+            if line is lines[-1] and unreadable:  # whole, but nested too deep or a 5000-digit number
+                raise VerifyError(
+                    f"--from-log {path}: the smoke report on its last line is not JSON envbuild reads "
+                    f"({str(exc).split(';')[0][:200]})",
+                    fix="the smoke program prints a flat JSON report: collect the log of the Job that ran "
+                    "`envbuild ci k8s`'s manifest, unedited",
+                ) from None
             if line is lines[-1]:
                 raise VerifyError(
                     f"--from-log {path}: the smoke report on its last line is cut off "

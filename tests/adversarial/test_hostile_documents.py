@@ -249,6 +249,8 @@ LOG_SHAPES = [
     ('"passed"', "no smoke report in it"),
     ('{"passed": true, "losses": [1', "is cut off"),
     ("[" * 100_000 + "]" * 100_000, "no smoke report in it"),
+    ("{" + '"a": {' * 5000 + "}" * 5001, "is not JSON envbuild reads (nested deeper"),
+    ('{"passed": ' + "1" * 5000 + "}", "is not JSON envbuild reads (Exceeds the limit"),
 ]
 
 
