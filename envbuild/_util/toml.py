@@ -15,8 +15,14 @@ TOMLDecodeError = tomllib.TOMLDecodeError
 
 
 def loads(text: str) -> dict:
-    """tomllib.loads(text), with RecursionError raised as TOMLDecodeError."""
+    """tomllib.loads(text), with RecursionError raised as TOMLDecodeError, and so is the plain
+    ValueError tomllib lets through for an integer of more than 4300 digits (Python's int conversion
+    limit): `driver = 1111…` was an internal error of every TOML reader."""
     try:
         return tomllib.loads(text)
     except RecursionError:
         raise TOMLDecodeError("nested deeper than envbuild reads") from None
+    except TOMLDecodeError:
+        raise
+    except ValueError as exc:
+        raise TOMLDecodeError(f"a value envbuild cannot read ({str(exc).split(';')[0]})") from None

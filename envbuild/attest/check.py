@@ -133,11 +133,12 @@ def judge(
             # a statement: the provenance always, a signed SBOM inside its wrapping statement
             add(_statement_type(kind, document, predicate_type))
             subjects = fields.subject_digests(document)
+            shape = _subject_shape(document.get("subject"))
             add(
                 Check(
                     name=f"{kind} statement subject",
                     ok=subject_digest in subjects,
-                    detail=f"{', '.join(subjects) or 'none'}"
+                    detail=f"{', '.join(subjects) or shape or 'none'}"
                     + ("" if subject_digest in subjects else f"; expected {subject_digest}"),
                 )
             )
@@ -152,8 +153,12 @@ def judge(
                         )
                     )
                     continue
+                try:
+                    body = json.dumps(inner).encode("utf-8")
+                except RecursionError:  # parsed at the parser's depth limit, one level too deep to write
+                    add(Check(name="sbom readable", ok=False, detail="the SBOM predicate nests too deep"))
+                    continue
                 document = inner
-                body = json.dumps(inner).encode("utf-8")
         if kind == fields.KIND_SBOM:
             raw_sbom = body
         read[kind] = document
@@ -230,13 +235,65 @@ def _open(kind: str, fetched: Fetched, public_key, add) -> bytes | None:
     return payload
 
 
+def _subject_shape(subject: object) -> str:
+    """What is wrong with a statement's `subject` when it names no digest: said in the check's detail,
+    so a `subject: 5` reads as a malformed statement, not as a statement about another image."""
+    if not isinstance(subject, list):
+        return f"subject is {_kind(subject)}, not a list of {{name, digest: {{sha256}}}}"
+    if subject and not all(
+        isinstance(item, dict) and isinstance(item.get("digest"), dict) for item in subject
+    ):
+        return "subject holds an entry that is not {name, digest: {sha256}}"
+    return ""
+
+
+def _kind(value: object) -> str:
+    """A JSON value's type as an error message says it."""
+    if value is None:
+        return "missing"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list"}
+    return names.get(type(value), "an object")
+
+
 def _statement_type(kind: str, document: dict, predicate_type: str) -> Check:
     seen = (document.get("_type"), document.get("predicateType"))
     ok = seen == (fields.STATEMENT_TYPE, predicate_type)
     detail = f"_type {seen[0]!r}, predicateType {seen[1]!r}"
     if not ok:
         detail += f"; expected {fields.STATEMENT_TYPE!r}, {predicate_type!r}"
+    shape = _predicate_problem(document.get("predicate")) if predicate_type == fields.SLSA_PREDICATE else ""
+    if shape:  # the types are right but the predicate is not a SLSA provenance: its readers see nothing
+        ok, detail = False, f"{detail}; {shape}"
     return Check(name=f"{kind} statement type", ok=ok, detail=detail)
+
+
+# what a SLSA v1 provenance predicate holds, and the JSON type of each (runDetails may be absent)
+_SLSA_SHAPE = (
+    ("buildDefinition", dict, True),
+    ("buildDefinition.externalParameters", dict, True),
+    ("buildDefinition.internalParameters", dict, False),
+    ("buildDefinition.resolvedDependencies", list, False),
+    ("runDetails", dict, False),
+    ("runDetails.byproducts", list, False),
+)
+
+
+def _predicate_problem(predicate: object) -> str:
+    """What makes `predicate` not a SLSA v1 provenance predicate ("" when nothing does): a
+    `"predicate": []` or `"buildDefinition": 5` read as a provenance naming no lock and no spec."""
+    if not isinstance(predicate, dict):
+        return f"predicate is {_kind(predicate)}, not an object"
+    for path, kind, required in _SLSA_SHAPE:
+        parent, _, name = path.rpartition(".")
+        holder = predicate.get(parent) if parent else predicate
+        if not isinstance(holder, dict):
+            continue  # its parent's own row said so
+        value = holder.get(name)
+        if value is None and not required:
+            continue
+        if not isinstance(value, kind):
+            return f"predicate.{path} is {_kind(value)}, not {'an object' if kind is dict else 'a list'}"
+    return ""
 
 
 def _validates(body: bytes) -> Check:

@@ -134,7 +134,8 @@ def verify(envelope: dict, public_key, payload_type: str = fields.DSSE_PAYLOAD_T
     payload = envelope_payload(envelope, payload_type)
     message = pae(envelope["payloadType"], payload)
     mine = keyid(public_key)
-    signatures = [s for s in envelope.get("signatures") or () if isinstance(s, dict)]
+    listed = envelope.get("signatures")
+    signatures = [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
     # keyid is an unauthenticated hint: try every signature that names this key or names none
     candidates = [s for s in signatures if s.get("keyid") in (None, "", mine)]
     if not candidates:

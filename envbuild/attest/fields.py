@@ -99,21 +99,36 @@ ROLE_CUDA_RUNTIME = "cuda-runtime"
 SIGN_KEY_PASSWORD_ENV = "ENVBUILD_SIGN_KEY_PASSWORD"  # the passphrase of an encrypted --sign-key
 
 
+def _object(value: object) -> dict:
+    """`value` when it is a JSON object, else {}: the documents read here come from a registry, and a
+    `"metadata": 5` or `"subject": [5]` must be a failed check, not an AttributeError (issue 33)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _array(value: object) -> list:
+    """`value` when it is a JSON array, else []."""
+    return value if isinstance(value, list) else []
+
+
 def sbom_component_version(sbom: dict, role: str) -> str | None:
     """The version of the SBOM's first component whose P_COMPONENT_ROLE property is `role`, or None."""
-    for component in sbom.get("components") or ():
+    for component in _array(_object(sbom).get("components")):
         if not isinstance(component, dict):
             continue
-        for item in component.get("properties") or ():
+        for item in _array(component.get("properties")):
             if isinstance(item, dict) and item.get("name") == P_COMPONENT_ROLE and item.get("value") == role:
                 version = component.get("version")
                 return version if isinstance(version, str) else None
     return None
 
 
+def _metadata_properties(sbom: dict) -> list:
+    return _array(_object(_object(sbom).get("metadata")).get("properties"))
+
+
 def sbom_property(sbom: dict, name: str) -> str | None:
     """The value of the SBOM's metadata property `name` (the first, if repeated), or None."""
-    for item in (sbom.get("metadata") or {}).get("properties") or ():
+    for item in _metadata_properties(sbom):
         if isinstance(item, dict) and item.get("name") == name:
             value = item.get("value")
             return value if isinstance(value, str) else None
@@ -124,36 +139,34 @@ def sbom_properties(sbom: dict, name: str) -> list[str]:
     """Every value of the SBOM's metadata property `name`, in order (envbuild:audit:skipped repeats)."""
     return [
         item["value"]
-        for item in (sbom.get("metadata") or {}).get("properties") or ()
+        for item in _metadata_properties(sbom)
         if isinstance(item, dict) and item.get("name") == name and isinstance(item.get("value"), str)
     ]
 
 
 def subject_digests(statement: dict) -> list[str]:
-    """ "sha256:<hex>" of every subject of an in-toto Statement."""
+    """ "sha256:<hex>" of every subject of an in-toto Statement (subjects of another shape: none)."""
     found = []
-    for subject in statement.get("subject") or ():
-        digest = (subject.get("digest") or {}).get("sha256") if isinstance(subject, dict) else None
+    for subject in _array(_object(statement).get("subject")):
+        digest = _object(_object(subject).get("digest")).get("sha256")
         if isinstance(digest, str):
             found.append("sha256:" + digest)
     return found
 
 
 def _build_definition(statement: dict) -> dict:
-    predicate = statement.get("predicate")
-    definition = predicate.get("buildDefinition") if isinstance(predicate, dict) else None
-    return definition if isinstance(definition, dict) else {}
+    return _object(_object(_object(statement).get("predicate")).get("buildDefinition"))
 
 
 def provenance_lock_digest(statement: dict) -> str | None:
     """ "sha256:<hex>" of the lock the image was built from: internalParameters.lockDigest."""
-    value = (_build_definition(statement).get("internalParameters") or {}).get("lockDigest")
+    value = _object(_build_definition(statement).get("internalParameters")).get("lockDigest")
     return value if isinstance(value, str) else None
 
 
 def provenance_spec_digest(statement: dict) -> str | None:
     """ "sha256:<hex>" of the spec file's bytes (the io.envbuild.spec-digest label):
     externalParameters.spec.digest.sha256."""
-    spec = (_build_definition(statement).get("externalParameters") or {}).get("spec") or {}
-    digest = (spec.get("digest") or {}).get("sha256") if isinstance(spec, dict) else None
+    spec = _object(_object(_build_definition(statement).get("externalParameters")).get("spec"))
+    digest = _object(spec.get("digest")).get("sha256")
     return "sha256:" + digest if isinstance(digest, str) else None

@@ -130,11 +130,18 @@ def publish(
 
 
 def _read_json(path: str, flag: str) -> dict:
+    from envbuild._util import limits
+    from envbuild._util.files import NotReadable, read_regular
+    from envbuild._util.jsontext import parse_json
     from envbuild.errors import UsageError
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
+        value = parse_json(read_regular(path, limit=limits.FILE_BYTES.get()).decode("utf-8"))
+    except NotReadable as exc:
+        raise UsageError(
+            f"{flag} {path} cannot be read ({exc})",
+            fix="pass the file envbuild wrote (build/<target>/record.json, or verify --report's file)",
+        ) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(
             f"{flag} {path} cannot be read as JSON ({getattr(exc, 'strerror', None) or exc})",
@@ -143,6 +150,100 @@ def _read_json(path: str, flag: str) -> dict:
     if not isinstance(value, dict):
         raise UsageError(f"{flag} {path} is not a JSON object", fix="pass the file envbuild wrote")
     return value
+
+
+# the record.json fields the SBOM and provenance builders read, and the JSON type each must have
+# (None is always allowed: an absent fact); anything else was an AttributeError deep in a builder
+_RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "target": str,
+    "platform": str,
+    "smoke_device": str,
+    "envbuild": str,
+    "engine": (str, dict),
+    "backend": (str, dict),
+    "started": str,
+    "finished": str,
+    "base_image": str,
+    "nvidia_require_cuda": str,
+    "lock_digest": str,
+    "report_digest": str,
+    "spec": dict,
+    "stack": dict,
+    "smoke": dict,
+    "audit": dict,
+    "images": dict,
+    "tags": list,
+    "pushed": list,
+    "dependencies": list,
+}
+_JSON_NAMES = {str: "a string", dict: "an object", list: "a list", bool: "a boolean", int: "a number"}
+
+
+def record_problem(record: dict) -> str | None:
+    """What makes `record` (a record.json read back) unusable as the documents' facts, or None: each
+    field the builders read has its JSON type, pushed[] and dependencies[] hold objects, pushed[]'s
+    tag and digest and images.promoted are strings. The record may have been edited or written by
+    another tool, so a wrong shape is named here rather than crashing a builder (issue 33)."""
+    for name, kind in _RECORD_FIELDS.items():
+        value = record.get(name)
+        if value is not None and not isinstance(value, kind):
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            wanted = " or ".join(_JSON_NAMES[k] for k in kinds)
+            return f"field {name} is {_JSON_NAMES.get(type(value), 'a number')}, not {wanted}"
+    for index, entry in enumerate(record.get("pushed") or ()):
+        if not (isinstance(entry, dict) and isinstance(entry.get("tag"), str)):
+            return f"field pushed[{index}] is not an object with a string tag and digest"
+        if not isinstance(entry.get("digest"), str):
+            return f"field pushed[{index}].digest is not a string"
+    for index, entry in enumerate(record.get("dependencies") or ()):
+        if not isinstance(entry, dict):
+            return f"field dependencies[{index}] is not an object"
+        hashes = entry.get("hashes")
+        if hashes is not None and not (isinstance(hashes, list) and all(isinstance(h, str) for h in hashes)):
+            return f"field dependencies[{index}].hashes is not a list of strings"
+    for name in ("promoted",):
+        value = (record.get("images") or {}).get(name)
+        if value is not None and not isinstance(value, str):
+            return f"field images.{name} is not a string"
+    tags = record.get("tags") or ()
+    if not all(isinstance(tag, str) for tag in tags):
+        return "field tags is not a list of strings"
+    depth = _depth(record)
+    if depth > RECORD_DEPTH:  # the builders and the redaction recurse per level: RecursionError
+        return f"it nests more than {RECORD_DEPTH} levels deep (envbuild's own record nests under 10)"
+    return None
+
+
+RECORD_DEPTH = 64  # envbuild's own record.json nests under 10 levels
+
+
+def _depth(value: object) -> int:
+    """How deep `value` nests (a string or number: 0), counted without recursion."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, dict | list):
+            level += 1
+            deepest = max(deepest, level)
+            if level <= RECORD_DEPTH:  # past the bound the answer is already "too deep"
+                pending.extend(
+                    (child, level) for child in (item.values() if isinstance(item, dict) else item)
+                )
+    return deepest
+
+
+def _read_record(path: str) -> dict:
+    """--record FILE, its shape checked (record_problem): a UsageError naming the field otherwise."""
+    from envbuild.errors import UsageError
+
+    record = _read_json(path, "--record")
+    problem = record_problem(record)
+    if problem:
+        raise UsageError(
+            f"--record {path}: {problem}",
+            fix="pass the record.json `envbuild build` wrote (build/<target>/record.json), unedited",
+        )
+    return record
 
 
 def _report_facts(path: str, labels: dict[str, str], image_id: str) -> tuple[dict, str, str]:
@@ -159,7 +260,8 @@ def _report_facts(path: str, labels: dict[str, str], image_id: str) -> tuple[dic
     digest = report_digest(body)
     labelled = labels.get(names.SMOKE_REPORT_DIGEST)
     if digest == document.get(REPORT_DIGEST) and digest == labelled:
-        return dict(body.get("report") or {}), str(body.get("device") or ""), digest
+        report = body.get("report")
+        return dict(report) if isinstance(report, dict) else {}, str(body.get("device") or ""), digest
     if labelled:  # promoted with another report: documents naming this one would contradict its label
         raise EnvbuildError(
             f"--report {path} is not the smoke report this image was promoted with: its digest is "
@@ -251,13 +353,15 @@ def attach_image(
             "--attach needs the image's facts: --record build/<target>/record.json or --report FILE",
             fix="pass the build's record.json, or the smoke report file `envbuild verify --report` wrote",
         )
+    # before any request, as above: a record of the wrong shape, or a FIFO given as a file, costs nothing
+    recorded = _read_record(record_path) if record_path else _read_json(str(report_path), "--report")
     parsed = parse_reference(ref)
     digest = resolve_digest(ref)
     subject = f"{parsed.name}@{digest}"
     image = read_registry_inventory(subject)
     pushed = [{"tag": parsed.name, "digest": digest}]
     if record_path:
-        facts = _read_json(record_path, "--record")
+        facts = recorded
         promoted = (facts.get("images") or {}).get("promoted")
         if promoted != image.image_id:
             raise UsageError(

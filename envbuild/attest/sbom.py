@@ -353,14 +353,23 @@ def validate_sbom(data: bytes) -> None:
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
+    from envbuild._util.jsontext import parse_json
+
     try:
         text = data.decode("utf-8")
-        json.loads(text)
+        parse_json(text)
     except (UnicodeDecodeError, ValueError) as exc:
         raise EnvbuildError(
             f"the SBOM is not JSON: {exc}", fix="rebuild it with `envbuild build` (sbom.cdx.json)"
         ) from None
-    error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+    try:
+        error = JsonStrictValidator(SchemaVersion.V1_6).validate_str(text)
+    except RecursionError:  # the schema check recurses per level: 200 nested components ended in a crash
+        raise EnvbuildError(
+            "the SBOM nests deeper than the CycloneDX schema check follows (components within components "
+            "hundreds of levels deep)",
+            fix="an SBOM edited or written by another tool: rebuild it with `envbuild build` (sbom.cdx.json)",
+        ) from None
     if error is None:
         return
     detail = error.data

@@ -737,12 +737,12 @@ REGISTRY_HOST_RE = re.compile(
 def _is_spec(path: str) -> bool:
     """Whether `path` reads as a spec (its [stack], [packages], [image] or [smoke] tables, no
     lock-version): a lock's reader would call it malformed, which hides the real mistake."""
-    from envbuild._util import toml
+    from envbuild._util import limits, toml
+    from envbuild._util.files import NotReadable, read_regular
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = toml.loads(handle.read())
-    except (OSError, UnicodeDecodeError, toml.TOMLDecodeError):
+        data = toml.loads(read_regular(path, limit=limits.FILE_BYTES.get()).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, toml.TOMLDecodeError, NotReadable):
         return False
     return "lock-version" not in data and any(key in data for key in ("stack", "packages", "image", "smoke"))
 

@@ -31,7 +31,7 @@ import json
 import os
 import re
 
-from envbuild._util.files import write_atomic
+from envbuild._util.files import NotReadable, read_regular, write_atomic
 from envbuild._util.jsontext import parse_json
 from envbuild.audit.kernels import Kernels
 from envbuild.image.layerfacts import LayerFacts
@@ -78,12 +78,9 @@ def load_layer(diff_id: str, binary: str) -> LayerFacts | None:
     path = _path(diff_id, binary)
     if path is None:
         return None
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
-    except OSError:
-        return None
-    if len(data) > MAX_BYTES:
+    try:  # a FIFO planted as an entry would block open(): read_regular opens without waiting
+        data = read_regular(path, limit=MAX_BYTES)
+    except (OSError, NotReadable):
         return None
     try:
         entry = parse_json(data)

@@ -15,6 +15,8 @@ The signed attestation that closes that gap replaces this function, and no calle
 
 from __future__ import annotations
 
+from envbuild._util import limits
+from envbuild._util.files import NotReadable, read_regular
 from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild.errors import PromoteError, UsageError
@@ -50,11 +52,15 @@ def trusted_report(path: str, image_id: str) -> TrustedReport:
     and passing; a PromoteError (exit 1) naming what does not hold otherwise. An unreadable path is a
     UsageError (exit 2)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_regular(path, limit=limits.FILE_BYTES.get()).decode("utf-8")
+    except NotReadable as exc:
+        raise UsageError(
+            f"--report {path} cannot be read ({exc})",
+            fix="pass the regular file `envbuild verify IMAGE --report FILE` wrote",
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(
-            f"--report {path} cannot be read ({exc.strerror or exc})",
+            f"--report {path} cannot be read ({getattr(exc, 'strerror', None) or exc})",
             fix="pass the file `envbuild verify IMAGE --report FILE` wrote",
         ) from None
     try:

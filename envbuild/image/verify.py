@@ -321,6 +321,17 @@ class SmokeProgress:
         self.thread.join(timeout=5)
 
 
+def check_schema(report: dict) -> None:
+    """A VerifyError naming the first problems when `report` does not match smoke/schema.json: every
+    field is typed before any gate or reader uses it."""
+    problems = validate(report)
+    if problems:
+        raise VerifyError(
+            "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5]),
+            fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
+        )
+
+
 def judge_output(
     stdout: str,
     stderr: str,
@@ -348,12 +359,7 @@ def judge_output(
             f"the smoke program printed no report (exit {exit_code})",
             fix=("its last output was: " + tail) if tail else "it printed nothing at all",
         )
-    problems = validate(report)
-    if problems:
-        raise VerifyError(
-            "the smoke report does not match envbuild/smoke/schema.json: " + "; ".join(problems[:5]),
-            fix="the image's smoke program and this envbuild disagree: rebuild the image with this version",
-        )
+    check_schema(report)
     # what only the host knows: which platform's image ran, whether QEMU ran it (host facts, not the
     # program's: an emulated program reports the image's machine as its own) and which runtime ran it
     report["image_platform"] = platform

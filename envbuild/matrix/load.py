@@ -65,7 +65,7 @@ def _matrix_files(root: str) -> list[tuple[str, str]]:
             if name.endswith(".toml"):
                 files.append(("framework", f"frameworks/{name}"))
     # optional: a matrix without it has no measured requirements, and the rules fall back for all
-    if os.path.isfile(os.path.join(root, REQUIREMENTS_FILE)):
+    if os.path.lexists(os.path.join(root, REQUIREMENTS_FILE)):  # a FIFO or directory there is refused
         files.append(("requirements", REQUIREMENTS_FILE))
     return files
 
@@ -80,8 +80,113 @@ def cache_dir() -> str | None:
     return os.path.join(base, "envbuild")
 
 
+REQUIRED_FILES = ("drivers.toml", "cuda.toml", "gpus.toml", "os.toml", "frameworks/*.toml")
+
+
+def _missing_files(root: str) -> list[str]:
+    """The required files a matrix directory lacks: without frameworks/ every stack was rejected, and
+    the user read "no compatible stack" for what is an incomplete directory (issue 33)."""
+    missing = [name for name in REQUIRED_FILES[:4] if not os.path.lexists(os.path.join(root, name))]
+    frameworks_dir = os.path.join(root, "frameworks")
+    if not os.path.isdir(frameworks_dir):
+        missing.append("frameworks/ (a directory of <framework>.toml files)")
+    elif not any(name.endswith(".toml") for name in os.listdir(frameworks_dir)):
+        missing.append("frameworks/*.toml (frameworks/ holds none)")
+    return missing
+
+
 def read_raw(root: str) -> tuple[str, dict[str, Any]]:
-    """The matrix digest and the validated contents of every file, from cache when possible."""
+    """The matrix digest and the validated contents of every file, from cache when possible (a
+    cached entry that does not build into a matrix is a miss: parsed afresh)."""
+    digest, raw, cached = _read_raw(root)
+    if cached:
+        try:
+            build_matrix(root, digest, raw)
+        except _BROKEN_ENTRY:
+            return digest, _fresh(root, digest)
+    return digest, raw
+
+
+# what a cache entry of the wrong shape raises when the model is built from it: any of these on a hit
+# means a corrupt or tampered entry (a miss), never an internal error
+_BROKEN_ENTRY = (KeyError, TypeError, AttributeError, ValueError, IndexError, UsageError)
+
+
+def _read_blobs(root: str) -> list[tuple[str, str, bytes]]:
+    """(kind, relative path, bytes) of every data file: regular files only, each at most
+    limits.FILE_BYTES (a FIFO or /dev/zero as a matrix file hung or exhausted memory, issue 33)."""
+    from envbuild._util import limits
+    from envbuild._util.files import NotReadable, read_regular
+
+    # not a matrix at all (a file missing, a FIFO or a device in its place): bad input, exit 2 for every
+    # command, as a DIR that does not exist is; `matrix check`'s exit 1 is for data with problems
+    missing = _missing_files(root)
+    if missing:
+        raise UsageError(
+            f"matrix directory {root} is missing {', '.join(missing)}",
+            fix="point --matrix or ENVBUILD_MATRIX at a complete matrix (drivers.toml, cuda.toml, "
+            "gpus.toml, os.toml and frameworks/*.toml: matrix/README.md), or restore the missing files",
+        )
+    blobs: list[tuple[str, str, bytes]] = []
+    for kind, rel in _matrix_files(root):
+        path = os.path.join(root, rel)
+        try:
+            data = read_regular(path, limit=limits.FILE_BYTES.get())
+        except NotReadable as exc:
+            raise UsageError(
+                f"matrix file {path} is {exc}" if str(exc).startswith("a ") else f"matrix file {path}: {exc}",
+                fix="a matrix file is a regular TOML file (matrix/README.md); restore it",
+            ) from None
+        except OSError as exc:
+            raise MatrixError(
+                f"cannot read {path}: {exc.strerror or exc}",
+                fix="restore the file from the envbuild checkout or package",
+            ) from None
+        blobs.append((kind, rel, data))
+    return blobs
+
+
+def _fresh(root: str, digest: str) -> dict[str, Any]:
+    """Parse and validate afresh (a cache entry was broken), and replace the entry."""
+    raw = _parse_and_validate(_read_blobs(root))
+    cache_file = _cache_file(digest)
+    if cache_file is not None:
+        _write_cache(cache_file, {"digest": digest, "files": raw})
+    return raw
+
+
+def _cache_file(digest: str) -> str | None:
+    cache = cache_dir()
+    return os.path.join(cache, f"matrix-{CACHE_FORMAT}-{__version__}-{digest}.json") if cache else None
+
+
+def _cached_files(cache_file: str, digest: str, blobs: list[tuple[str, str, bytes]]) -> dict | None:
+    """The entry's files when it names this digest and holds every file of this matrix, each as
+    {"kind", "data": {...}}; None (a miss) for anything else: missing, unreadable, not JSON, or of
+    another shape."""
+    from envbuild._util import limits
+    from envbuild._util.files import NotReadable, read_regular
+
+    try:
+        cached = parse_json(read_regular(cache_file, limit=limits.FILE_BYTES.get()))
+    except (OSError, ValueError, NotReadable):
+        return None
+    if not isinstance(cached, dict) or cached.get("digest") != digest:
+        return None
+    files = cached.get("files")
+    if not isinstance(files, dict) or set(files) != {rel for _, rel, _ in blobs}:
+        return None
+    for kind, rel, _ in blobs:
+        entry = files[rel]
+        if not (
+            isinstance(entry, dict) and entry.get("kind") == kind and isinstance(entry.get("data"), dict)
+        ):
+            return None
+    return files
+
+
+def _read_raw(root: str) -> tuple[str, dict[str, Any], bool]:
+    """(digest, validated contents, whether they came from the cache)."""
     if not os.path.isdir(root):  # a wrong path is bad input (exit 2) for every command, `matrix check` too
         missing = not os.path.exists(root)
         what = f"matrix directory {root} does not exist" if missing else f"{root} is not a directory"
@@ -90,37 +195,21 @@ def read_raw(root: str) -> tuple[str, dict[str, Any]]:
             fix="point --matrix or ENVBUILD_MATRIX at a folder holding drivers.toml, "
             "cuda.toml, gpus.toml and frameworks/*.toml",
         )
-    blobs: list[tuple[str, str, bytes]] = []
-    for kind, rel in _matrix_files(root):
-        path = os.path.join(root, rel)
-        try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            raise MatrixError(
-                f"cannot read {path}: {exc.strerror}",
-                fix="restore the file from the envbuild checkout or package",
-            ) from None
-        blobs.append((kind, rel, data))
+    blobs = _read_blobs(root)
     # the cache is content-addressed: keyed by the sha256 the lock records as the matrix digest, and a
     # hit must name that digest. A key of checksums (crc32 + adler32, before issue 33) can be forged: a
     # hostile matrix directory with the bundled one's key poisoned the cache for the genuine matrix
     digest = content_digest(blobs)
-    cache = cache_dir()
-    cache_file = os.path.join(cache, f"matrix-{CACHE_FORMAT}-{__version__}-{digest}.json") if cache else None
+    cache_file = _cache_file(digest)
     if cache_file is not None:
-        try:
-            with open(cache_file, "rb") as handle:
-                cached = parse_json(handle.read())
-            if cached["digest"] == digest and isinstance(cached["files"], dict):
-                return digest, cached["files"]
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):
-            pass
+        files = _cached_files(cache_file, digest, blobs)
+        if files is not None:
+            return digest, files, True
 
     raw = _parse_and_validate(blobs)
     if cache_file is not None:
         _write_cache(cache_file, {"digest": digest, "files": raw})
-    return digest, raw
+    return digest, raw, False
 
 
 def content_digest(blobs: list[tuple[str, str, bytes]]) -> str:
@@ -187,7 +276,13 @@ def _prov(rel: str, where: str, row: dict[str, Any]) -> Provenance:
 
 def load_matrix(root: str | os.PathLike[str] | None = None) -> Matrix:
     root = os.fspath(root) if root is not None else default_matrix_dir()
-    return build_matrix(root, *read_raw(root))
+    digest, raw, cached = _read_raw(root)
+    if cached:
+        try:
+            return build_matrix(root, digest, raw)
+        except _BROKEN_ENTRY:  # a corrupt or tampered cache entry: a miss
+            raw = _fresh(root, digest)
+    return build_matrix(root, digest, raw)
 
 
 def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:

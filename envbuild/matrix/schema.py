@@ -360,9 +360,44 @@ OPTIONAL_TABLES = frozenset({"image_policy"})
 _LABEL_KEYS = ("version", "name", "branch", "cuda_major", "cuda", "versions")
 
 
+def _shown(value: Any) -> str:
+    """A value as an error quotes it: its repr, cut to its first 80 characters when longer than 200,
+    so a 1 MB name is not printed whole into every error of its row."""
+    text = repr(value)
+    return text if len(text) <= 200 else f"{text[:80]}… ({len(text):,} characters)"
+
+
+def _longest(value: Any, depth: int = 0) -> int:
+    """The length of the longest string in `value` (a string, or strings in lists and tables)."""
+    if isinstance(value, str):
+        return len(value)
+    if depth > 8:  # matrix rows nest two levels; deeper is refused by the field's own check
+        return 0
+    if isinstance(value, list):
+        return max((_longest(item, depth + 1) for item in value), default=0)
+    if isinstance(value, dict):
+        return max((_longest(item, depth + 1) for item in (*value, *value.values())), default=0)
+    return 0
+
+
+def _too_long(value: Any) -> str | None:
+    """Every matrix string is bounded by limits.FIELD_CHARACTERS before any check reads it, so a
+    1 MB value is refused at once, naming the field and the limit (issue 33)."""
+    from envbuild._util.limits import FIELD_CHARACTERS
+
+    most = FIELD_CHARACTERS.get()
+    longest = _longest(value)
+    if longest > most:
+        return f"holds a string of {longest:,} characters, more than the {most:,} a matrix field may hold"
+    return None
+
+
 def _build_label(index: int, row: dict[str, Any]) -> str:
     """requirements.toml rows are named by all three keys: "jax 0.10.2 cuda12"."""
-    named = " ".join(str(row.get(k, "?")) for k in ("framework", "version", "variant"))
+    named = " ".join(
+        text if len(text := str(row.get(k, "?"))) <= 80 else text[:80] + "…"
+        for k in ("framework", "version", "variant")
+    )
     return f"[[build]] #{index + 1} ({named})"
 
 
@@ -370,7 +405,7 @@ def _row_label(table: str, index: int | None, row: dict[str, Any]) -> str:
     where = f"[[{table}]] #{index + 1}" if index is not None else f"[{table}]"
     for key in _LABEL_KEYS:
         if key in row:
-            return f"{where} ({key} = {row[key]!r})"
+            return f"{where} ({key} = {_shown(row[key])})"
     return where
 
 
@@ -388,17 +423,22 @@ def validate_row(table: str, row: Any, where: str) -> list[str]:
     errors = []
     for key in row:
         if key not in fields:
-            errors.append(f"{where}: unknown key {key!r}{_did_you_mean(key, list(fields))}")
+            hint = _did_you_mean(key, list(fields)) if len(key) <= 200 else ""
+            errors.append(f"{where}: unknown key {_shown(key)}{hint}")
     for key, (check, required) in fields.items():
         if key not in row:
             if required:
                 errors.append(f"{where}: missing required key {key!r}")
             continue
+        problem = _too_long(row[key])
+        if problem:
+            errors.append(f"{where}: {key} {problem}")
+            continue
         if check is None:
             continue
         problem = check(row[key])
         if problem:
-            errors.append(f"{where}: {key} = {row[key]!r}: {problem}")
+            errors.append(f"{where}: {key} = {_shown(row[key])}: {problem}")
     return errors
 
 

@@ -15,9 +15,13 @@ and the gates are checked from the report's own numbers either way.
 
 from __future__ import annotations
 
+import json
+
+from envbuild._util import limits
+from envbuild._util.files import NotReadable, read_regular
 from envbuild._util.jsontext import parse_json
 from envbuild.errors import UsageError, VerifyError
-from envbuild.image.verify import Verification, judge_output
+from envbuild.image.verify import Verification, check_schema, judge_output
 from envbuild.oci.reference import parse_reference
 from envbuild.runtime.driver import identify
 
@@ -34,16 +38,24 @@ def verify_from_log(image: str, path: str, *, device: str = "gpu", runtime: str 
             fix="pass REPO@sha256:<digest>, the image the Job ran (its `image:` line)",
         )
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
+        text = read_regular(path, limit=limits.FILE_BYTES.get()).decode("utf-8", errors="replace")
+    except NotReadable as exc:  # /dev/zero, a FIFO, a directory: read for ever, or until memory ran out
+        raise UsageError(
+            f"--from-log {path}: {exc}",
+            fix="pass the regular file `kubectl logs job/NAME > FILE` wrote",
+        ) from None
     except OSError as exc:
         raise UsageError(
             f"--from-log {path}: cannot read it ({exc.strerror or exc})",
             fix="pass the file `kubectl logs job/NAME > FILE` wrote",
         ) from None
     line = report_line(text, path)
-    found = identify(image)
     report = parse_json(line)
+    try:  # a report of the wrong shape is judged before any registry request, naming the log
+        check_schema(report)
+    except VerifyError as exc:
+        raise VerifyError(f"--from-log {path}: {exc.message}", fix=exc.fix) from None
+    found = identify(image)
     exit_code = 0 if report.get("passed") is True else 1
     seconds = report.get("duration_s")
     return judge_output(
@@ -68,7 +80,15 @@ def report_line(text: str, path: str) -> str:
             continue
         try:
             value = parse_json(line)
-        except ValueError:
+        except ValueError as exc:
+            unreadable = not isinstance(exc, json.JSONDecodeError) or exc.msg.startswith("nested deeper")
+            if line is lines[-1] and unreadable:  # whole, but nested too deep or a 5000-digit number
+                raise VerifyError(
+                    f"--from-log {path}: the smoke report on its last line is not JSON envbuild reads "
+                    f"({str(exc).split(';')[0][:200]})",
+                    fix="the smoke program prints a flat JSON report: collect the log of the Job that ran "
+                    "`envbuild ci k8s`'s manifest, unedited",
+                ) from None
             if line is lines[-1]:
                 raise VerifyError(
                     f"--from-log {path}: the smoke report on its last line is cut off "

@@ -27,9 +27,15 @@ _FIX = "one line per action: `owner/repo@ref = <the 40-hex commit SHA>` (e.g. `g
 
 def read_pins(path: str) -> dict[str, str]:
     """The pin file at `path`: action@ref -> commit SHA."""
+    from envbuild._util import limits
+    from envbuild._util.files import NotReadable, read_regular
+
     try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
+        lines = read_regular(path, limit=limits.FILE_BYTES.get()).decode("utf-8").splitlines()
+    except NotReadable as exc:
+        raise UsageError(
+            f"{FLAG} {path}: cannot read it ({exc})", fix=f"pass a regular text file; {_FIX}"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(
             f"{FLAG} {path}: cannot read it ({getattr(exc, 'strerror', None) or exc})",

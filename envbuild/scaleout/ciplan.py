@@ -239,10 +239,13 @@ def lock_sealed(spec: Spec) -> bool:
     """Whether the lock next to the spec carries a content-hmac (`envbuild lock` with a key wrote it):
     then every job that reads it must have the key, or the HMAC goes unchecked. A missing or unreadable
     lock is not sealed; `lock --check` in the workflow reports it."""
+    from envbuild._util import limits
+    from envbuild._util.files import NotReadable, read_regular
+
     try:
-        with open(lock_path(spec.path), encoding="utf-8") as handle:
-            return "content-hmac" in toml.loads(handle.read())
-    except (OSError, UnicodeDecodeError, toml.TOMLDecodeError):
+        text = read_regular(lock_path(spec.path), limit=limits.FILE_BYTES.get()).decode("utf-8")
+        return "content-hmac" in toml.loads(text)
+    except (OSError, UnicodeDecodeError, toml.TOMLDecodeError, NotReadable):
         return False
 
 

@@ -12,7 +12,8 @@ import os
 import re
 from typing import Any
 
-from envbuild._util import toml
+from envbuild._util import limits, toml
+from envbuild._util.files import NotReadable, read_regular
 from envbuild._util.record import Record
 from envbuild.errors import LockError
 from envbuild.matrix.model import STRATEGIES
@@ -319,8 +320,9 @@ class LockFile(Record):
 def read_lock(path: str) -> LockFile:
     """The lock at `path`, every field validated: a LockError names the first bad one."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_regular(path, limit=limits.FILE_BYTES.get()).decode("utf-8")
+    except NotReadable as exc:  # a FIFO waited for ever, /dev/zero filled memory (issue 33)
+        raise LockError(f"{path} is not a lock file: {exc}", fix="pass the envbuild.lock file") from None
     except FileNotFoundError:
         raise LockError(
             f"{path} does not exist", fix="run `envbuild lock` and commit envbuild.lock"

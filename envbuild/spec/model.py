@@ -273,6 +273,16 @@ class Spec(Record):
         raise UsageError(f"--target {name!r} is not a target of {self.path}", fix=f"use one of: {known}")
 
 
+def _shown(value: Any, *, quoted: bool = True) -> str:
+    """`value` as an error quotes it (its repr; `quoted=False`: a key, as written), cut to its first
+    80 characters when longer than 200 (a 1 MB value is named by its length, not printed whole into a
+    terminal or a CI log)."""
+    text = repr(value) if quoted else str(value)
+    if len(text) <= 200:
+        return text
+    return f"{text[:80]}… ({len(value) if isinstance(value, str) else len(text):,} characters)"
+
+
 class _Reader:
     """Pulls typed, validated values out of the parsed TOML, remembering where they came from.
 
@@ -286,9 +296,17 @@ class _Reader:
 
     def fail(self, where: str, key: str, value: Any, problem: str, fix: str | None = None) -> UsageError:
         return UsageError(
-            f"{self.path}: {where} {key} = {value!r}: {problem}",
+            f"{self.path}: {where} {_shown(key, quoted=False)} = {_shown(value)}: {problem}",
             fix=fix or f"edit {key} in {where} of {os.path.basename(self.path)}",
         )
+
+    def bounded(self, where: str, key: str, value: str) -> None:
+        """A UsageError when `value` is longer than a field may be (validate.check_length), before any
+        check reads it: the error names the field and the limit, and quotes only the value's start."""
+        try:
+            validate.check_length(value)
+        except ValueError as exc:
+            raise self.fail(where, key, value, str(exc), fix=f"shorten {key} in {where}") from None
 
     def attempt(self, read: Callable[[], T], fallback: T) -> T:
         """read(), or `fallback` with the problem recorded."""
@@ -344,11 +362,11 @@ class _Reader:
 
         for key in table:
             if key not in allowed:
-                close = difflib.get_close_matches(key, allowed, n=1)
+                close = difflib.get_close_matches(key, allowed, n=1) if len(key) <= 200 else []
                 hint = f"did you mean {close[0]!r}? " if close else ""
                 self.problems.append(
                     UsageError(
-                        f"{self.path}: {where} has an unknown key {key!r}",
+                        f"{self.path}: {where} has an unknown key {_shown(key)}",
                         fix=f"{hint}accepted keys: {', '.join(allowed)}",
                     )
                 )
@@ -374,6 +392,7 @@ class _Reader:
         value = table[key]
         if not isinstance(value, str):
             raise self.quote_hint(where, key, value) or self.fail(where, key, value, "expected a string")
+        self.bounded(where, key, value)
         if choices is not None and value not in choices:
             raise self.fail(where, key, value, f"accepted: {', '.join(choices)}")
         try:  # a check owns its field's rules (a pip marker may hold ';'); the rest get the common ones
@@ -406,6 +425,7 @@ class _Reader:
             raise self.fail(where, key, value, f"lists {len(value)} items, and at most {most} are accepted")
         cleaned = []
         for index, item in enumerate(value):
+            self.bounded(where, f"{key}[{index}]", item)
             try:
                 cleaned.append(check(item) if check else validate.reject_metacharacters(item))
             except ValueError as exc:
@@ -433,6 +453,9 @@ class _Reader:
             raise self.fail(where, key, value, "expected a table of strings")
         items = []
         for name, item in sorted(value.items()):
+            self.bounded(where, f"{key} key", name)
+            if isinstance(item, str):
+                self.bounded(where, f"{key}.{_shown(name, quoted=False)}", item)
             try:
                 check_key(name)
             except ValueError as exc:
@@ -572,6 +595,7 @@ class _Reader:
             )
         names: list[str] = []
         for index, item in enumerate(items):
+            self.bounded(where, "platform" if isinstance(value, str) else f"platform[{index}]", item)
             try:
                 name = platforms.normalize(item)
             except ValueError as exc:
@@ -591,9 +615,16 @@ def judge_setting(setting: SmokeSetting, value: Any, path: str, where: str) -> A
 
 
 def load_spec(path: str) -> Spec:
+    from envbuild._util import limits
+    from envbuild._util.files import NotReadable, read_regular
+
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
+        raw = read_regular(path, limit=limits.FILE_BYTES.get())
+    except NotReadable as exc:  # a FIFO waited for ever, /dev/zero filled memory (issue 33)
+        raise UsageError(
+            f"spec file {path} is not readable as a spec: {exc}",
+            fix="pass -f the regular envbuild.toml file (`envbuild init` writes a starter one)",
+        ) from None
     except FileNotFoundError:
         raise UsageError(
             f"spec file {path} does not exist",

@@ -69,10 +69,23 @@ _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 TAG_FIELDS = ("framework", "framework_version", "cuda", "python", "target")
 
 
+def check_length(value: str) -> str:
+    """At most limits.FIELD_CHARACTERS characters: judged before any pattern, so a 1 MB label is
+    refused at once instead of being walked character by character by every check (issue 33: a 1 MB
+    value stalled `render` and the CI gate for about 45 minutes). No genuine field comes near it."""
+    from envbuild._util.limits import FIELD_CHARACTERS
+
+    most = FIELD_CHARACTERS.get()
+    if len(value) > most:
+        raise ValueError(f"is {len(value):,} characters long, more than the {most:,} a field may hold")
+    return value
+
+
 def reject_unsafe_text(value: str) -> str:
-    """The one check every field of a spec or a lock passes, whatever it means: no character that
-    ends or hides a line (Python's splitlines() and Docker both split on more than \\n), and no
-    credentials in a URL, which would be written into a layer and a committed file."""
+    """The one check every field of a spec or a lock passes, whatever it means: a bounded length, no
+    character that ends or hides a line (Python's splitlines() and Docker both split on more than
+    \\n), and no credentials in a URL, which would be written into a layer and a committed file."""
+    check_length(value)
     for ch in value:
         category = unicodedata.category(ch)
         if category in _UNSAFE_CATEGORIES:

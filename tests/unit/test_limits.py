@@ -25,6 +25,9 @@ class _Hostile(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     sent = 0
+    # set when the test ends: a handler still trickling stops (it waits on this, never on time.sleep,
+    # which another test may monkeypatch while this server's threads still run)
+    stop = threading.Event()
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -32,14 +35,13 @@ class _Hostile(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path == "/slow-headers":  # the status line and headers, one byte per 50 ms
-            import time
-
             try:
                 for byte in b"HTTP/1.1 200 OK\r\nX-Padding: " + b"p" * 600 + b"\r\n\r\n":
                     self.wfile.write(bytes([byte]))
                     self.wfile.flush()
                     type(self).sent += 1
-                    time.sleep(0.05)
+                    if self.stop.wait(0.05):
+                        return
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return
@@ -63,12 +65,11 @@ class _Hostile(BaseHTTPRequestHandler):
                 for _ in range(100_000):  # 6.5 GB if nobody stopped reading
                     self._chunk(block)
             else:  # /trickle
-                import time
-
                 for _ in range(600):
                     self._chunk(b"y")
                     self.wfile.flush()
-                    time.sleep(0.05)
+                    if self.stop.wait(0.05):
+                        return
         except (BrokenPipeError, ConnectionResetError):
             pass
 
@@ -79,11 +80,13 @@ class _Hostile(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Hostile.sent = 0
+    _Hostile.stop = threading.Event()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    _Hostile.stop.set()
     httpd.shutdown()
     httpd.server_close()
 
