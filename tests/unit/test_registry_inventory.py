@@ -219,3 +219,26 @@ def test_the_conda_env_named_by_conda_prefix() -> None:
     assert [c.name for c in inventory.conda] == ["a"]
     assert [d.name for d in inventory.python] == ["numpy"]
     assert [c.name for c in inventory_from_files(files, {}, lambda p: files[p].decode()).conda] == ["base"]
+
+
+def test_every_gzip_member_of_a_layer_is_inventoried(store: ImageStore) -> None:
+    """Issue 33: the inventory behind the SBOM read a layer only to the end of its first gzip member,
+    so an eStargz-style layer (members concatenated, as `cat a.gz b.gz` makes) hid the dpkg status and
+    a planted Python package in its second member. Docker, containerd and GNU tar read them all."""
+    import gzip
+
+    whole = gzip.decompress(
+        tar_layer(
+            {
+                "opt/venv/pyvenv.cfg": b"home = /usr/bin\n",
+                "var/lib/dpkg/status": status(("bash", "5.2.15-2+b2")),
+                f"{VENV_SITE}/planted-6.6.6.dist-info/METADATA": metadata("planted", "6.6.6"),
+            }
+        )
+    )
+    cut = whole.index(b"var/lib/dpkg/status") // 512 * 512  # the second entry's header starts there
+    layer = gzip.compress(whole[:cut]) + gzip.compress(whole[cut:])
+    manifest, _ = store.add_image([layer], {"os": "linux", "architecture": "amd64", "config": {"Env": ENV}})
+    inventory = read_registry_inventory(store.ref(manifest)).inventory
+    assert [(p.name, p.version) for p in inventory.os_packages] == [("bash", "5.2.15-2+b2")]
+    assert PythonDist(name="planted", version="6.6.6") in inventory.python
