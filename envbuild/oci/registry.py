@@ -936,9 +936,8 @@ def image_config(
     config_platform(config)
     config_labels(config)
     settings = config.obj("config")
-    if settings is not None:  # what the runtimes read: the image's user and environment
-        settings.text("User")
-        settings.strings("Env")
+    if settings is not None:  # what the runtimes read: the image's user (its Env they filter themselves,
+        settings.text("User")  # keeping only KEY=VALUE strings: runtime.driver._env)
     return image_id, config.raw
 
 

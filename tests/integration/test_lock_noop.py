@@ -11,6 +11,7 @@ how these tests tell "decided from the lock" from "resolved again" without timin
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -154,11 +155,12 @@ def test_another_pinned_base_image_relocks(capsys, project: Path) -> None:
 
 
 class MovingTag(LoopbackServer):
-    """A registry whose one tag, base:v1, points at `digest`, which a test moves; `asked` counts
-    the manifest requests."""
+    """A registry whose one tag, base:v1, points at the manifest `body`, which a test moves (its digest
+    header is the body's own sha256: envbuild refuses one that is not); `asked` counts the manifest
+    requests."""
 
     def __init__(self) -> None:
-        self.digest = "sha256:" + "1" * 64
+        self.body = b'{"schemaVersion": 2, "v": 1}'
         self.asked = 0
         outer = self
 
@@ -166,13 +168,17 @@ class MovingTag(LoopbackServer):
             def do_GET(self) -> None:
                 if self.path == "/v2/base/manifests/v1":
                     outer.asked += 1
-                    self.reply(200, b"{}", digest=outer.digest)
+                    self.reply(200, outer.body, digest=outer.digest)
                 else:
                     self.reply(404, b'{"errors": [{"code": "MANIFEST_UNKNOWN"}]}')
 
             do_HEAD = do_GET
 
         super().__init__(Handler)
+
+    @property
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.body).hexdigest()
 
 
 def test_a_moved_base_tag_keeps_its_locked_digest_until_upgrade(capsys, tmp_path: Path, indexes) -> None:
@@ -185,16 +191,18 @@ def test_a_moved_base_tag_keeps_its_locked_digest_until_upgrade(capsys, tmp_path
         base = f"{registry.host}/base:v1"
         code, _, err = run_lock(capsys, tmp_path, "--base-image", base)
         assert code == 0, err
-        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@sha256:{'1' * 64}"
-        asked, registry.digest = registry.asked, "sha256:" + "2" * 64
+        first = registry.digest
+        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@{first}"
+        asked, registry.body = registry.asked, b'{"schemaVersion": 2, "v": 2}'
         code, out, err = run_lock(capsys, tmp_path, "--base-image", base)
         assert code == 0 and "up to date" in out, err
-        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@sha256:{'1' * 64}"
+        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@{first}"
         assert registry.asked == asked
         code, out, err = run_lock(capsys, tmp_path, "--base-image", base, "--upgrade")
         assert code == 0, err
         assert f"wrote {lock}" in out
-        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@sha256:{'2' * 64}"
+        assert registry.digest != first
+        assert read_lock(str(lock)).lock.targets[0].base_image == f"{base}@{registry.digest}"
 
 
 def test_a_lock_written_by_another_envbuild_version_relocks(
