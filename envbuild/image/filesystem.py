@@ -126,8 +126,8 @@ def _engine_kernels(
             facts.update(saved.facts(missing, binary, say))
             for diff_id in missing:
                 auditcache.store_layer(diff_id, binary, facts[diff_id])  # type: ignore[arg-type]
-            ordered = [facts[diff_id] for diff_id in diff_ids]
-            return compose(ordered, saved.reader(binary)), layer_read("docker save")  # type: ignore[arg-type]
+            every = [facts[diff_id] for diff_id in diff_ids]
+            return compose(every, saved.reader(binary)), layer_read("docker save")  # type: ignore[arg-type]
     if missing and directories is not None:
         where = dict(zip(diff_ids, directories, strict=True))
         for number, diff_id in enumerate(missing, 1):
@@ -146,7 +146,7 @@ def _engine_kernels(
         return compose(ordered, _storage_reader(directories, binary)), layer_read(source)
     targets = ", ".join(f"/{target}" for target, _ in needed[:3])
     with _Saved(image, ref, diff_ids, say, f"to read the file(s) a library links to ({targets})") as saved:
-        return compose(ordered, saved.reader(binary)), layer_read(source)
+        return compose(ordered, saved.reader(binary)), layer_read("docker save")  # no layer read again
 
 
 def _storage_reader(directories: list[str], binary: str) -> Callable[[str, int], Kernels | None]:
