@@ -83,13 +83,18 @@ def compose(layers: Sequence[LayerFacts], read: ReadTarget | None = None) -> dic
         (set(layer.deleted), set(layer.opaque), set(layer.replaced) | set(layer.objects), layer.objects)
         for layer in layers
     )
+    targets: dict[tuple[str, int], Kernels | None] = {}  # each file read once, however many link to it
     for link, judged in cross_links(layers).items():
         found.pop(link, None)
         if isinstance(judged, Kernels):
             found[link] = judged
         elif judged is not None:
-            target, index = judged
-            kernels = read(target, index) if read is not None else unread_target(target)
+            if judged in targets:  # a further name of a file already counted
+                first = targets[judged]
+                kernels = first.replace(size=0) if first is not None else None
+            else:
+                kernels = read(*judged) if read is not None else unread_target(judged[0])
+                targets[judged] = kernels
             if kernels is not None:
                 found[link] = kernels
     return dict(sorted(found.items()))
@@ -117,14 +122,14 @@ def cross_links(layers: Sequence[LayerFacts]) -> dict[str, Kernels | tuple[str, 
         index = merged.find(target) if target is not None else None
         if target is None or index is None or not judged_through(link, target):
             answer[link] = None
-        elif target in layers[index].objects:  # judged under its own name too: its bytes counted once
-            answer[link] = layers[index].objects[target].replace(size=0)
         elif (
             index == own
             and link in layers[own].objects
             and resolve(link, layers[own].links.get, absolute=True) == target
         ):
             answer[link] = layers[own].objects[link]  # read with its layer, from this very file
+        elif target in layers[index].objects:  # judged under its own name too: its bytes counted once
+            answer[link] = layers[index].objects[target].replace(size=0)
         else:
             answer[link] = (target, index)
     return answer

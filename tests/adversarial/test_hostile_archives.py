@@ -664,3 +664,22 @@ def test_a_link_read_with_its_own_layer_keeps_those_kernels_unless_a_lower_link_
     assert compose([own], reads) == {LINK: KERNELS} and reads.asked == []
     redirected = facts(links={"opt/blobs": "/srv"}, files=("srv/kernels.bin",))
     assert compose([redirected, own], reads) == {LINK: KERNELS} and reads.asked == []  # own dir wins
+
+
+def test_many_links_to_one_file_read_it_once_and_count_its_bytes_once() -> None:
+    names = [f"{TORCH}/libtorch_cuda_{n}.so" for n in range(50)]
+    reads = Reads()
+    composed = compose([BLOB, facts(links=dict.fromkeys(names, "/opt/blobs/kernels.bin"))], reads)
+    assert reads.asked == [("opt/blobs/kernels.bin", 0)]
+    assert sorted(composed) == sorted(names) and sum(k.size or 0 for k in composed.values()) == KERNELS.size
+
+
+def test_a_link_and_its_target_of_one_layer_keep_the_bytes_counted_once() -> None:
+    """read_layer gave the link its file's bytes and the target (a further name of it) none: compose
+    keeps that, rather than count the file zero times."""
+    target = f"{TORCH}/libtorch_cuda.so.2"
+    layer = facts(
+        links={LINK: "libtorch_cuda.so.2"}, objects={target: KERNELS.replace(size=0), LINK: KERNELS}
+    )
+    composed = compose([layer], Reads())
+    assert composed == {LINK: KERNELS, target: KERNELS.replace(size=0)}
