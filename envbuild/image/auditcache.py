@@ -35,14 +35,13 @@ from envbuild._util import limits
 from envbuild._util.files import write_atomic
 from envbuild._util.jsontext import parse_json
 from envbuild.audit.kernels import Kernels
-from envbuild.image.layerfacts import LayerFacts, is_link_target
+from envbuild.image.layerfacts import MAX_PATH, LayerFacts, is_link_target
 
 FORMAT = (  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: bytes;
     6  # 4: per layer; 5: a shared object's name linked to a file of another name is judged by it;
 )  # 6: every symbolic link, so a link to another layer's file is judged by it)
 MAX_UNREAD = 1000  # the reason a read stopped: kernels.py bounds cuobjdump's line to 300 characters
 MAX_BYTES = 32 << 20  # torch's layer: about 20,000 paths and 200 shared objects, under 3 MiB
-MAX_PATH = 4096  # bytes of one path in the image (Linux's PATH_MAX)
 _DIFF_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ENTRY = re.compile(r"^(sm|compute)_\d{2,4}[af]?$")
 _binary_digests: dict[str, str] = {}
