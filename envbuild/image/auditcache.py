@@ -31,17 +31,17 @@ import json
 import os
 import re
 
+from envbuild._util import limits
 from envbuild._util.files import NotReadable, read_regular, write_atomic
 from envbuild._util.jsontext import parse_json
 from envbuild.audit.kernels import Kernels
-from envbuild.image.layerfacts import LayerFacts
+from envbuild.image.layerfacts import MAX_PATH, LayerFacts, is_link_target
 
 FORMAT = (  # bump when what is kept, or how it is read, changes (2: why a read stopped; 3: bytes;
-    5  # 4: per layer; 5: a shared object's name linked to a file of another name is judged by it)
-)
+    6  # 4: per layer; 5: a shared object's name linked to a file of another name is judged by it;
+)  # 6: every symbolic link, so a link to another layer's file is judged by it)
 MAX_UNREAD = 1000  # the reason a read stopped: kernels.py bounds cuobjdump's line to 300 characters
 MAX_BYTES = 32 << 20  # torch's layer: about 20,000 paths and 200 shared objects, under 3 MiB
-MAX_PATH = 4096  # bytes of one path in the image (Linux's PATH_MAX)
 _DIFF_ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 _ENTRY = re.compile(r"^(sm|compute)_\d{2,4}[af]?$")
 _binary_digests: dict[str, str] = {}
@@ -104,8 +104,15 @@ def _facts(entry: object, diff_id: str) -> LayerFacts | None:
     if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("layer") != diff_id:
         return None
     deleted, opaque, replaced = (_paths(entry.get(name)) for name in ("deleted", "opaque", "replaced"))
-    objects = entry.get("objects")
+    objects, links = entry.get("objects"), entry.get("links")
     if deleted is None or opaque is None or replaced is None or not isinstance(objects, list):
+        return None
+    if not isinstance(links, list) or len(links) > limits.ARCHIVE_ENTRIES.get():
+        return None
+    if not all(
+        isinstance(item, list) and len(item) == 2 and _is_path(item[0]) and is_link_target(item[1])
+        for item in links
+    ):
         return None
     found: dict[str, Kernels] = {}
     for item in objects:
@@ -121,7 +128,7 @@ def _facts(entry: object, diff_id: str) -> LayerFacts | None:
         if not (size is None or (type(size) is int and size >= 0)):
             return None
         found[path] = Kernels(sass=tuple(sass), ptx=tuple(ptx), unread=unread, size=size)
-    return LayerFacts(deleted=deleted, opaque=opaque, replaced=replaced, objects=found)
+    return LayerFacts(deleted=deleted, opaque=opaque, replaced=replaced, objects=found, links=dict(links))
 
 
 def store_layer(diff_id: str, binary: str, facts: LayerFacts) -> None:
@@ -138,6 +145,7 @@ def store_layer(diff_id: str, binary: str, facts: LayerFacts) -> None:
         "opaque": sorted(facts.opaque),
         "replaced": sorted(facts.replaced),
         "objects": objects,
+        "links": [[path, target] for path, target in sorted(facts.links.items())],
     }
     with contextlib.suppress(OSError):
         write_atomic(path, json.dumps(entry, separators=(",", ":")))

@@ -29,12 +29,12 @@ from envbuild._util import limits
 from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
-from envbuild.audit.kernels import Kernels, cuobjdump_binary
+from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
 from envbuild.audit.libraries import check_framework
-from envbuild.audit.tree import Audit, judge_tree, read_tree
+from envbuild.audit.tree import Audit, file_sizes, judge_tree, read_tree
 from envbuild.errors import EnvbuildError, NotFound, UsageError
 from envbuild.image import auditcache, storage
-from envbuild.image.layerfacts import LayerFacts, compose, read_layer, size_of
+from envbuild.image.layerfacts import LayerFacts, compose, read_layer, reads_needed, size_of
 from envbuild.image.layers import Layers, Prefixed
 from envbuild.oci.reference import parse_reference
 
@@ -105,31 +105,62 @@ def _engine_kernels(
     image, ref: str, say: Callable[[str], None] | None
 ) -> tuple[dict[str, Kernels], LayerRead]:  # image: docker.models.images.Image
     """The kernels of a local image's shared objects, composed from its layers' facts: those the cache
-    has, and the others read from the Engine's storage when this process can, else `docker save`."""
+    has, and the others read from the Engine's storage when this process can, else `docker save`. A
+    library's name linked to a file of another layer is judged by that file (layerfacts.compose), read
+    from the storage, from the export this audit made, or (every layer cached, the storage not
+    readable here) from a second export made for it alone."""
     diff_ids = list((image.attrs.get("RootFS") or {}).get("Layers") or [])
     binary = cuobjdump_binary()
     facts = {diff_id: auditcache.load_layer(diff_id, binary) for diff_id in dict.fromkeys(diff_ids)}
     missing = [diff_id for diff_id, found in facts.items() if found is None]
-    source = "cache"
-    if missing:
-        directories = storage.layer_directories(image.attrs, diff_ids, _data_root(image))
-        if directories is not None:
-            source = "storage"
-            where = dict(zip(diff_ids, directories, strict=True))
-            for number, diff_id in enumerate(missing, 1):
-                changes = storage.read_directory(where[diff_id])
-                tell = _layer_say(say, number, len(missing), diff_id, changes)
-                facts[diff_id] = _read_one(changes, binary, tell)
-        else:
-            source = "docker save"
-            facts.update(_read_saved(image, ref, diff_ids, missing, binary, say))
-        for diff_id in missing:
-            auditcache.store_layer(diff_id, binary, facts[diff_id])  # type: ignore[arg-type]
     positions_read = sum(1 for diff_id in diff_ids if diff_id in missing)
-    read = LayerRead(
-        total=len(diff_ids), read=positions_read, cached=len(diff_ids) - positions_read, source=source
-    )
-    return compose([facts[diff_id] for diff_id in diff_ids]), read  # type: ignore[misc]
+
+    def layer_read(source: str) -> LayerRead:
+        return LayerRead(
+            total=len(diff_ids), read=positions_read, cached=len(diff_ids) - positions_read, source=source
+        )
+
+    directories = storage.layer_directories(image.attrs, diff_ids, _data_root(image)) if missing else None
+    if missing and directories is None:
+        with _Saved(image, ref, diff_ids, say, f"to read {len(missing)} new layer(s)") as saved:
+            facts.update(saved.facts(missing, binary, say))
+            for diff_id in missing:
+                auditcache.store_layer(diff_id, binary, facts[diff_id])  # type: ignore[arg-type]
+            every = [facts[diff_id] for diff_id in diff_ids]
+            return compose(every, saved.reader(binary)), layer_read("docker save")  # type: ignore[arg-type]
+    if missing and directories is not None:
+        where = dict(zip(diff_ids, directories, strict=True))
+        for number, diff_id in enumerate(missing, 1):
+            changes = storage.read_directory(where[diff_id])
+            tell = _layer_say(say, number, len(missing), diff_id, changes)
+            facts[diff_id] = _read_one(changes, binary, tell)
+            auditcache.store_layer(diff_id, binary, facts[diff_id])  # type: ignore[arg-type]
+    ordered: list[LayerFacts] = [facts[diff_id] for diff_id in diff_ids]  # type: ignore[misc]
+    source = "storage" if missing else "cache"
+    needed = reads_needed(ordered)
+    if not needed:
+        return compose(ordered), layer_read(source)
+    if directories is None:  # every layer was cached: the storage was not looked at yet
+        directories = storage.layer_directories(image.attrs, diff_ids, _data_root(image))
+    if directories is not None:
+        return compose(ordered, _storage_reader(directories, binary)), layer_read(source)
+    targets = ", ".join(f"/{target}" for target, _ in needed[:3])
+    with _Saved(image, ref, diff_ids, say, f"to read the file(s) a library links to ({targets})") as saved:
+        return compose(ordered, saved.reader(binary)), layer_read("docker save")  # no layer read again
+
+
+def _storage_reader(directories: list[str], binary: str) -> Callable[[str, int], Kernels | None]:
+    """Reads a link's target from the overlay2 directory of the layer that holds it."""
+
+    def read(target: str, index: int) -> Kernels | None:
+        file = storage.read_target(directories[index], target)
+        return _kernels_of(file, binary) if file is not None else None
+
+    return read
+
+
+def _kernels_of(file: str, binary: str) -> Kernels:
+    return read_kernels(file, binary).replace(size=file_sizes([file])[0])
 
 
 def _data_root(image) -> str | None:  # image: docker.models.images.Image
@@ -162,35 +193,71 @@ def _read_one(changes, binary: str, say: Callable[[str], None] | None) -> LayerF
         replaced=changes.replaced,
         added=changes.added,
         binary=binary,
+        links=changes.links,
         say=say,
     )
 
 
-def _read_saved(
-    image, ref: str, diff_ids: list[str], missing: list[str], binary: str, say: Callable[[str], None] | None
-) -> dict[str, LayerFacts]:
-    """The facts of the `missing` layers, from the Engine's `docker save` of the whole image (the only
-    API that gives a layer's files): every layer streams, only the missing ones go to cuobjdump."""
-    if say:
-        say(f"audit: exporting {ref} from the Engine (docker save) to read {len(missing)} new layer(s)")
-    with tempfile.TemporaryDirectory(prefix="envbuild-audit-image-") as scratch:
-        layers = Layers(os.path.join(scratch, "layers"))
-        order = _read_engine(image, ref, layers)
-        if len(order) != len(diff_ids):
-            raise EnvbuildError(
-                f"the Docker Engine's archive of {ref!r} lists {len(order)} layers, its config "
-                f"{len(diff_ids)}",
-                fix="check that dockerd is healthy (docker info) and retry",
-            )
-        names = dict(zip(diff_ids, order, strict=True))
-        layers.survivors(order)  # every layer the list names is in the archive
+class _Saved:
+    """The Engine's `docker save` of the whole image (the only API that gives a layer's files), read
+    into a scratch directory for as long as the `with` lasts: every layer streams, and every ELF file
+    and link of each is kept, so any layer's file can be read."""
+
+    def __init__(
+        self, image, ref: str, diff_ids: list[str], say: Callable[[str], None] | None, why: str
+    ) -> None:  # image: docker.models.images.Image
+        self.image, self.ref, self.diff_ids, self.say, self.why = image, ref, diff_ids, say, why
+        self.targets = 0
+
+    def __enter__(self) -> _Saved:
+        if self.say:
+            self.say(f"audit: exporting {self.ref} from the Engine (docker save) {self.why}")
+        self.temporary = tempfile.TemporaryDirectory(prefix="envbuild-audit-image-")
+        self.scratch = self.temporary.name
+        try:
+            self.layers = Layers(os.path.join(self.scratch, "layers"))
+            order = _read_engine(self.image, self.ref, self.layers)
+            if len(order) != len(self.diff_ids):
+                raise EnvbuildError(
+                    f"the Docker Engine's archive of {self.ref!r} lists {len(order)} layers, its config "
+                    f"{len(self.diff_ids)}",
+                    fix="check that dockerd is healthy (docker info) and retry",
+                )
+            self.layers.survivors(order)  # every layer the list names is in the archive
+            self.names = dict(zip(self.diff_ids, order, strict=True))
+        except BaseException:
+            self.temporary.cleanup()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.temporary.cleanup()
+
+    def facts(
+        self, missing: list[str], binary: str, say: Callable[[str], None] | None
+    ) -> dict[str, LayerFacts]:
+        """The facts of the `missing` layers: only their shared objects go to cuobjdump."""
         found = {}
         for number, diff_id in enumerate(missing, 1):
-            changes = layers.changes[names[diff_id]]
-            changes.added = _named(changes.added, os.path.join(scratch, "named", str(number)))
+            changes = self.layers.changes[self.names[diff_id]]
+            changes.added = _named(changes.added, os.path.join(self.scratch, "named", str(number)))
             tell = _layer_say(say, number, len(missing), diff_id, changes)
             found[diff_id] = _read_one(changes, binary, tell)
         return found
+
+    def reader(self, binary: str) -> Callable[[str, int], Kernels | None]:
+        """Reads a link's target from the kept files of the layer (by index, bottom first) holding it."""
+
+        def read(target: str, index: int) -> Kernels | None:
+            changes = self.layers.changes[self.names[self.diff_ids[index]]]
+            stored = changes.added.get(target) or changes.extra.get(target)
+            if not isinstance(stored, str):  # no ELF file: a link, or a file the loader cannot load
+                return None
+            self.targets += 1
+            where = os.path.join(self.scratch, "targets", str(self.targets))
+            return _kernels_of(_named({target: stored}, where)[target], binary)
+
+        return read
 
 
 def _named(added: dict[str, str], directory: str) -> dict[str, str]:

@@ -193,6 +193,11 @@ class _Changes:
         self.extra: dict[str, str | _Link] = {}
         self.directories: set[str] = set()
 
+    @property
+    def links(self) -> dict[str, str]:
+        """Every symbolic link of the layer (audit only): path in the image -> its target as written."""
+        return {path: value.target for path, value in self.extra.items() if isinstance(value, _Link)}
+
 
 class Layers:
     """Collects layers' changes under `scratch`, then gives the image's kept files.

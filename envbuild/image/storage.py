@@ -43,6 +43,7 @@ class Changes:
         self.opaque: set[str] = set()
         self.replaced: set[str] = set()
         self.added: dict[str, str] = {}  # path in the image -> the file in the layer directory
+        self.links: dict[str, str] = {}  # every symbolic link: path in the image -> its target
 
 
 def layer_directories(attrs: dict, diff_ids: Sequence[str], data_root: str | None) -> list[str] | None:
@@ -102,6 +103,7 @@ def read_directory(root: str) -> Changes:
             _entry(os.path.join(directory, name), prefix + name, changes)
             _link(os.path.join(directory, name), prefix + name, links)
     _follow(root, links, changes)
+    changes.links = links
     return changes
 
 
@@ -131,6 +133,22 @@ def _follow(root: str, links: dict[str, str], changes: Changes) -> None:
         with os.fdopen(fd, "rb") as handle:
             if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and handle.read(len(_ELF)) == _ELF:
                 changes.added[path] = file
+
+
+def read_target(root: str, path: str) -> str | None:
+    """The file at `path` (in the image) of the layer directory `root`, when it is an ELF regular file
+    reached without following a link (a link's target in another layer: layerfacts.compose), else None."""
+    file = os.path.join(root, *path.split("/"))
+    if os.path.realpath(file) != os.path.normpath(file):  # a link on the way: not this layer's entry
+        return None
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if stat.S_ISREG(os.fstat(handle.fileno()).st_mode) and handle.read(len(_ELF)) == _ELF:
+            return file
+    return None
 
 
 def _entry(path: str, image_path: str, changes: Changes) -> None:

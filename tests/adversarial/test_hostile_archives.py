@@ -11,7 +11,10 @@ own directory, so each case shows the refusal came first, bounded, and left noth
   clear errors, where audit crashed; across layers the directory replaces the file, as overlayfs does;
 - a `libtorch_cuda.so` that is a symbolic link to a file of another name is judged by that file:
   a library cuobjdump reads nothing of (tests/helpers/audit.with_fatbin), or the real jax-cuda12-plugin
-  `_linalg.so` (no sm_37 SASS), now fail the audit; before, the link was never judged and it passed.
+  `_linalg.so` (no sm_37 SASS), now fail the audit; before, the link was never judged and it passed;
+- a local image's per-layer facts (envbuild.image.layerfacts.compose, built here) resolve such a link
+  to another layer's file in the merged filesystem: through a lower layer's directory link, not past a
+  whiteout, an opaque directory or a file above, not in a loop; one no reader reaches is unreadable.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from pathlib import Path
 import pytest
 
 from envbuild._util import limits
+from envbuild.audit.kernels import Kernels
 from envbuild.cli.app import main
+from envbuild.image.layerfacts import LayerFacts, compose, reads_needed
 from tests.helpers.audit import plain_elf, with_fatbin
 from tests.helpers.pypi import pypi_wheel
 from tests.helpers.registry import LoopbackServer, RegistryHandler
@@ -533,3 +538,148 @@ def test_a_layer_past_the_entries_bound_is_refused_naming_the_member(
         EnvbuildError, match=r"layer sha256:many of img has more than 50 members .* 'etc/f50'"
     ):
         Layers(str(tmp_path / "layers")).read("sha256:many", io.BytesIO(layer), "img")
+
+
+# --- links across layers, as the per-layer facts of a local image compose them ----------------------
+
+KERNELS = Kernels(sass=("sm_80",), ptx=(), size=4096)
+
+
+def facts(
+    *,
+    links: dict[str, str] | None = None,
+    files: tuple[str, ...] = (),
+    objects: dict[str, Kernels] | None = None,
+    deleted: tuple[str, ...] = (),
+    opaque: tuple[str, ...] = (),
+) -> LayerFacts:
+    """One layer's facts as storage.read_directory and Layers give them: links and files replace."""
+    return LayerFacts(
+        deleted=frozenset(deleted),
+        opaque=frozenset(opaque),
+        replaced=frozenset((*files, *(links or {}))),
+        objects=dict(objects or {}),
+        links=dict(links or {}),
+    )
+
+
+class Reads:
+    """A reader compose calls for a target that is no judged object: it records what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int]] = []
+
+    def __call__(self, target: str, index: int) -> Kernels:
+        self.asked.append((target, index))
+        return KERNELS
+
+
+BLOB = facts(files=("opt/blobs/kernels.bin",))
+LINK = f"{TORCH}/libtorch_cuda.so"
+
+
+def test_a_link_to_a_lower_layers_file_is_judged_by_that_file() -> None:
+    reads = Reads()
+    composed = compose([BLOB, facts(links={LINK: "/opt/blobs/kernels.bin"})], reads)
+    assert composed == {LINK: KERNELS} and reads.asked == [("opt/blobs/kernels.bin", 0)]
+    assert reads_needed([BLOB, facts(links={LINK: "/opt/blobs/kernels.bin"})]) == reads.asked
+
+
+def test_a_relative_target_through_a_lower_layers_directory_link_and_dotdot_past_the_root() -> None:
+    layers = [
+        BLOB,
+        facts(links={"opt/kernels": "blobs"}),
+        facts(links={LINK: "../../../../../../../../../../opt/kernels/kernels.bin"}),  # `..` stops at /
+    ]
+    reads = Reads()
+    assert compose(layers, reads) == {LINK: KERNELS} and reads.asked == [("opt/blobs/kernels.bin", 0)]
+
+
+@pytest.mark.parametrize(
+    "above",
+    [
+        facts(deleted=("opt/blobs/kernels.bin",)),  # the target whited out
+        facts(deleted=("opt/blobs",)),  # its directory whited out
+        facts(opaque=("opt/blobs",), files=("opt/blobs/other",)),  # an opaque directory hides it
+        facts(files=("opt/blobs",)),  # a file over its directory
+        facts(files=("opt/blobs/kernels.bin/x",)),  # a directory over it
+    ],
+    ids=["whiteout", "whiteout-of-its-directory", "opaque", "file-over-directory", "directory-over-it"],
+)
+def test_a_target_a_higher_layer_hid_is_not_judged_and_not_read(above: LayerFacts) -> None:
+    reads = Reads()
+    layers = [BLOB, facts(links={LINK: "/opt/blobs/kernels.bin"}), above]
+    assert compose(layers, reads) == {} and reads.asked == [] and reads_needed(layers) == []
+
+
+def test_a_whited_out_directory_link_of_a_lower_layer_ends_the_resolution() -> None:
+    layers = [
+        BLOB,
+        facts(links={"opt/kernels": "blobs"}),
+        facts(deleted=("opt/kernels",)),
+        facts(links={LINK: "/opt/kernels/kernels.bin"}),
+    ]
+    assert compose(layers, Reads()) == {}
+
+
+def test_a_link_loop_and_a_link_replaced_above_are_not_judged() -> None:
+    reads = Reads()
+    loop = facts(links={LINK: "/opt/a", "opt/a": "/opt/b", "opt/b": f"/{LINK}"})
+    assert compose([BLOB, loop], reads) == {} and reads.asked == []
+    replaced = [BLOB, facts(links={LINK: "/opt/blobs/kernels.bin"}), facts(deleted=(LINK,))]
+    assert compose(replaced, reads) == {} and reads.asked == []
+
+
+def test_a_target_that_is_a_judged_object_is_not_read_again_and_its_bytes_count_once() -> None:
+    """libtorch_cuda.so -> libtorch_cuda.so.2 across layers: the framework counts only the link's name,
+    so the link is judged, by the kernels its target was read with."""
+    target = f"{TORCH}/libtorch_cuda.so.2"
+    reads = Reads()
+    composed = compose([facts(objects={target: KERNELS}), facts(links={LINK: "libtorch_cuda.so.2"})], reads)
+    assert composed == {target: KERNELS, LINK: KERNELS.replace(size=0)} and reads.asked == []
+
+
+def test_the_usual_versioned_link_across_layers_stays_one_library() -> None:
+    library = "usr/lib/libcudart.so.12"
+    layers = [facts(objects={library: KERNELS}), facts(links={"usr/lib/libcudart.so": "libcudart.so.12"})]
+    assert compose(layers, Reads()) == {library: KERNELS}
+
+
+def test_a_target_no_reader_can_reach_is_refused_as_unreadable_with_the_skip_fix() -> None:
+    """The docker save read with no export left: the audit cannot judge the link, so it refuses it as
+    any library it could not read, with the --skip-audit that builds anyway."""
+    from envbuild.audit.tree import judge_tree, unreadable_fix
+
+    composed = compose([BLOB, facts(links={LINK: "/opt/blobs/kernels.bin"})])
+    assert composed[LINK].not_read and "/opt/blobs/kernels.bin" in (composed[LINK].unread or "")
+    audit = judge_tree(composed, (), target="image", framework="torch")
+    assert not audit.ok and [library.path for library in audit.unreadable] == [LINK]
+    assert '--skip-audit libtorch_cuda.so="REASON"' in unreadable_fix(audit.unreadable)
+
+
+def test_a_link_read_with_its_own_layer_keeps_those_kernels_unless_a_lower_link_redirects_it() -> None:
+    own = facts(links={LINK: "/opt/blobs/kernels.bin"}, files=("opt/blobs/kernels.bin",))
+    own = own.replace(objects={LINK: KERNELS})  # what read_layer gives a link to a file of its own layer
+    reads = Reads()
+    assert compose([own], reads) == {LINK: KERNELS} and reads.asked == []
+    redirected = facts(links={"opt/blobs": "/srv"}, files=("srv/kernels.bin",))
+    assert compose([redirected, own], reads) == {LINK: KERNELS} and reads.asked == []  # own dir wins
+
+
+def test_many_links_to_one_file_read_it_once_and_count_its_bytes_once() -> None:
+    names = [f"{TORCH}/libtorch_cuda_{n}.so" for n in range(50)]
+    reads = Reads()
+    composed = compose([BLOB, facts(links=dict.fromkeys(names, "/opt/blobs/kernels.bin"))], reads)
+    assert reads.asked == [("opt/blobs/kernels.bin", 0)]
+    assert sorted(composed) == sorted(names) and sum(k.size or 0 for k in composed.values()) == KERNELS.size
+
+
+def test_a_link_and_its_target_of_one_layer_keep_the_bytes_counted_once() -> None:
+    """read_layer gave the link its file's bytes and the target (a further name of it) none: compose
+    keeps that, rather than count the file zero times."""
+    target = f"{TORCH}/libtorch_cuda.so.2"
+    layer = facts(
+        links={LINK: "libtorch_cuda.so.2"}, objects={target: KERNELS.replace(size=0), LINK: KERNELS}
+    )
+    composed = compose([layer], Reads())
+    assert composed == {LINK: KERNELS, target: KERNELS.replace(size=0)}

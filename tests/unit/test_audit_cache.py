@@ -24,6 +24,7 @@ FACTS = LayerFacts(
             sass=("sm_80", "sm_90a", "sm_100f"), ptx=("compute_120",), size=8_123_456
         ),
     },
+    links={"usr/lib64": "lib", "site-packages/libtorch_cuda.so": "/opt/blobs/kernels.bin"},
 )
 
 
@@ -70,6 +71,7 @@ def test_a_new_format_reads_afresh(cache: Path, cuobjdump: str, monkeypatch: pyt
 def _entry(**changes: object) -> bytes:
     entry = {"format": auditcache.FORMAT, "layer": LAYER, "deleted": [], "opaque": [], "replaced": []}
     entry["objects"] = [["a.so", [], [], None, 100]]
+    entry["links"] = [["lib64", "lib"]]
     entry.update(changes)
     return json.dumps(entry).encode()
 
@@ -92,6 +94,10 @@ def _entry(**changes: object) -> bytes:
         _entry(replaced=["ok", 7]),
         _entry(opaque=["x" * (auditcache.MAX_PATH + 1)]),
         _entry(deleted=["usr/lib/a\0b"]),
+        _entry(links=None),  # an entry of format 5 had none: its links were never kept
+        _entry(links=[["lib64", ""]]),
+        _entry(links=[["lib64", "lib", "more"]]),
+        _entry(links=[["lib64", 7]]),
     ],
     ids=[
         "not-json",
@@ -109,6 +115,10 @@ def _entry(**changes: object) -> bytes:
         "replaced-not-str",
         "path-too-long",
         "nul-in-path",
+        "no-links",
+        "empty-link-target",
+        "link-too-long",
+        "link-target-not-str",
     ],
 )
 def test_an_entry_that_is_not_what_envbuild_wrote_is_a_miss(
@@ -127,6 +137,7 @@ def test_the_entry_shape_the_bad_ones_depart_from_loads() -> None:
     """The cases above are misses for the one defect each has, not for a shape nothing would load."""
     facts = auditcache._facts(json.loads(_entry()), LAYER)
     assert facts is not None and facts.objects == {"a.so": Kernels(sass=(), ptx=(), size=100)}
+    assert facts.links == {"lib64": "lib"}
 
 
 def test_an_entry_past_the_size_bound_is_not_read(
