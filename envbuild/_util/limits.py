@@ -215,3 +215,15 @@ def size(count: int) -> str:
         if count >= scale:
             return f"{count / scale:.3g} {unit}"
     return f"{count} B"
+
+
+def member_over(where: str, member: str, count: int, genuine: str) -> tuple[str, str] | None:
+    """(message, fix) when one member of `count` bytes is more than MEMBER_BYTES, else None: the one
+    wording for a layer's member and a wheel's, each raised as its own error type (exit 1 and 2)."""
+    most = MEMBER_BYTES.get()
+    if count <= most:
+        return None
+    return (
+        f"{where}: member {member!r} is {size(count)}, more than the {size(most)} one file may be to be read",
+        f"if the {genuine} is genuine, raise {MEMBER_BYTES.env} (bytes; now {most})",
+    )

@@ -64,13 +64,9 @@ def checked_members(archive: zipfile.ZipFile, where: str, packed: int) -> list[z
 
 def member_bound(member: zipfile.ZipInfo, where: str) -> None:
     """Refuse a member declared larger than one file may be to be read (limits.MEMBER_BYTES)."""
-    most = limits.MEMBER_BYTES.get()
-    if member.file_size > most:
-        raise UsageError(
-            f"{where}: member {member.filename!r} is {limits.size(member.file_size)}, more than the "
-            f"{limits.size(most)} one file may be to be read",
-            fix=f"if the wheel is genuine, raise {limits.MEMBER_BYTES.env} (bytes; now {most})",
-        )
+    over = limits.member_over(where, member.filename, member.file_size, "wheel")
+    if over is not None:
+        raise UsageError(over[0], fix=over[1])
 
 
 def _no_overlap(members: list[zipfile.ZipInfo], where: str) -> None:

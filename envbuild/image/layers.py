@@ -342,13 +342,9 @@ class Layers:
         head = source.read(len(_ELF)) if self.keep is None else b""
         if self.keep is None and head != _ELF:
             return
-        most = limits.MEMBER_BYTES.get()
-        if member.size > most:
-            raise EnvbuildError(
-                f"layer {unpacked.key} of {unpacked.where}: member {path!r} is {limits.size(member.size)}, "
-                f"more than the {limits.size(most)} one file may be to be read",
-                fix=f"if the image is genuine, raise {limits.MEMBER_BYTES.env} (bytes; now {most})",
-            )
+        over = limits.member_over(f"layer {unpacked.key} of {unpacked.where}", path, member.size, "image")
+        if over is not None:
+            raise EnvbuildError(over[0], fix=over[1])
         self.count += 1
         stored = os.path.join(self.store, str(self.count))
         with open(stored, "wb") as out:
@@ -413,14 +409,7 @@ class Layers:
         know of a link without the other layers (extract follows links across layers too)."""
         links = {path: value.target for path, value in changes.extra.items() if isinstance(value, _Link)}
         files = {**{p: v for p, v in changes.extra.items() if isinstance(v, str)}, **changes.added}
-        followed = {}
-        for path in links:
-            if not is_shared_object_name(posixpath.basename(path)):
-                continue
-            target = resolve(path, links.get, absolute=True)
-            if target is not None and target in files and judged_through(path, target):
-                followed[path] = files[target]
-        return followed
+        return _judged_through_links(links, files)
 
     def _followed(self, order: list[str]) -> tuple[set[str], dict[str, str]]:
         """(the surviving links, {link path: the scratch file of its target} for those the audit must
@@ -438,14 +427,7 @@ class Layers:
         )
         links = {path: value.target for path, value in merged.items() if isinstance(value, _Link)}
         files = {path: value for path, value in merged.items() if isinstance(value, str)}
-        followed = {}
-        for path in links:
-            if not is_shared_object_name(posixpath.basename(path)):
-                continue
-            target = resolve(path, links.get, absolute=True)
-            if target is not None and target in files and judged_through(path, target):
-                followed[path] = files[target]
-        return set(links), followed
+        return set(links), _judged_through_links(links, files)
 
     def survivors(self, order: list[str]) -> dict[str, str]:
         """Apply the layers named in `order` (bottom first): {path in the image: the scratch file
@@ -490,3 +472,16 @@ def _under_any(path: str, directories: set[str]) -> bool:
         if not parent:
             return False
         parent = posixpath.dirname(parent)
+
+
+def _judged_through_links(links: dict[str, str], files: dict[str, str]) -> dict[str, str]:
+    """{link: the scratch file of its target} for the links with a shared object's name that lead, in
+    the tree `links` and `files` make, to a kept file the audit must judge them by (judged_through)."""
+    followed = {}
+    for path in links:
+        if not is_shared_object_name(posixpath.basename(path)):
+            continue
+        target = resolve(path, links.get, absolute=True)
+        if target is not None and target in files and judged_through(path, target):
+            followed[path] = files[target]
+    return followed
