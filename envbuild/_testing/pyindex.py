@@ -248,11 +248,22 @@ class PackageIndex:
         self.bytes_sent = 0
         self.requests: Counter[str] = Counter()
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._busy = 0  # requests being answered: settle() waits for none
         self._hashes: dict[tuple[str, int, int], tuple[str, bytes | None]] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
+
+    def settle(self, timeout: float = 60) -> int:
+        """bytes_sent once no request is being answered. A reader can have every byte of an answer
+        before the serving thread counts it (sendfile returns after the kernel took the bytes), so
+        a count taken right after a read may miss it, or a count taken before the next read may
+        include the last one's; tests that measure bytes read settle first."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._busy == 0, timeout)
+            return self.bytes_sent
 
     def start(self) -> PackageIndex:
         if self._server is not None:
@@ -361,6 +372,16 @@ def _make_handler(index: PackageIndex) -> type[BaseHTTPRequestHandler]:
         # -- routing -----------------------------------------------------------------------------------
 
         def _handle(self, send_body: bool) -> None:
+            with index._lock:
+                index._busy += 1
+            try:
+                self._answer(send_body)
+            finally:
+                with index._idle:
+                    index._busy -= 1
+                    index._idle.notify_all()
+
+        def _answer(self, send_body: bool) -> None:
             path = urlsplit(self.path).path
             index._count(path)
             parts = [unquote(p) for p in path.split("/")]
