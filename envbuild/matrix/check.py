@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from envbuild.matrix.gpufeatures import has_bf16, has_fp16
 from envbuild.matrix.model import Gpu, Matrix, gpu_keys
 from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
+from envbuild.matrix.schema import GPU_SEGMENTS
 from envbuild.matrix.versions import format_driver, format_minor
 
 
@@ -108,7 +110,12 @@ def _check_gpus(matrix: Matrix) -> list[str]:
             errors.append(
                 f"gpus.toml: {gpu.name}: max_driver_branch {gpu.max_driver_branch} is not a known branch"
             )
+        if gpu.min_driver_branch and gpu.min_driver_branch not in matrix.branches:
+            errors.append(
+                f"gpus.toml: {gpu.name}: min_driver_branch {gpu.min_driver_branch} is not a known branch"
+            )
         errors += _check_first_cuda(matrix, gpu)
+        errors += _check_features(gpu)
     # one capability, one architecture, one first CUDA: a capability query takes the lowest, so a
     # row that disagrees would lower the floor of every GPU it shares the capability with
     firsts: dict[tuple[int, int], Gpu] = {}
@@ -119,6 +126,23 @@ def _check_gpus(matrix: Matrix) -> list[str]:
                 f"gpus.toml: {gpu.name}: first_cuda {format_minor(gpu.first_cuda)} differs from "
                 f"{first.name}'s {format_minor(first.first_cuda)} (compute capability {format_minor(gpu.cc)})"
             )
+    return errors
+
+
+def _check_features(gpu: Gpu) -> list[str]:
+    """Every row says which of NVIDIA's lists it is on, and its formats agree with its capability: a
+    row claiming bf16 on a Pascal card would let the smoke step ask for what the GPU cannot do."""
+    where = f"gpus.toml: {gpu.name}"
+    errors = []
+    if gpu.segment is None:
+        errors.append(f"{where}: no segment; write one of {', '.join(GPU_SEGMENTS)}")
+    elif (gpu.segment == "jetson") != gpu.integrated:
+        errors.append(f'{where}: segment "jetson" and integrated = true go together')
+    cc = format_minor(gpu.cc)
+    if gpu.bf16 != has_bf16(gpu.cc):
+        errors.append(f"{where}: bf16 = {str(gpu.bf16).lower()} disagrees with compute capability {cc}")
+    if gpu.fp16 != has_fp16(gpu.cc):
+        errors.append(f"{where}: fp16 = {str(gpu.fp16).lower()} disagrees with compute capability {cc}")
     return errors
 
 

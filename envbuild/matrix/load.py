@@ -17,6 +17,7 @@ from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import MatrixError, UsageError
 from envbuild.matrix.arch import parse_arch_list
+from envbuild.matrix.gpufeatures import has_bf16, has_fp16
 from envbuild.matrix.model import (
     FRAMEWORK_ORDER,
     Branch,
@@ -40,7 +41,8 @@ from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patc
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_FORMAT = 3  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names)
+CACHE_FORMAT = 4  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names);
+# 4: GPU segment, late-SKU floor, precisions and memory
 
 # ---------------------------------------------------------------------------------------------
 # locating and reading the files
@@ -362,11 +364,12 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                 )
         elif kind == "gpus":
             for row in data["gpu"]:
+                cc = parse_minor(row["compute_capability"])
                 gpus.append(
                     Gpu(
                         name=row["name"],
                         aliases=tuple(row.get("aliases", ())),
-                        cc=parse_minor(row["compute_capability"]),
+                        cc=cc,
                         architecture=row["architecture"],
                         first_cuda=parse_minor(row["first_cuda"]),
                         data_center=row.get("data_center", False),
@@ -374,6 +377,11 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                         host_platforms=tuple(row.get("host_platforms", ())),
                         integrated=row.get("integrated", False),
                         integrated_stack=row.get("integrated_stack"),
+                        segment=row.get("segment"),
+                        min_driver_branch=row.get("min_driver_branch"),
+                        bf16=row.get("bf16", has_bf16(cc)),
+                        fp16=row.get("fp16", has_fp16(cc)),
+                        memory_gb=tuple(row.get("memory_gb", ())),
                         prov=_prov(rel, f"[[gpu]] {row['name']}", row),
                     )
                 )

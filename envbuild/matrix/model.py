@@ -66,6 +66,11 @@ class Gpu(Record):
         "host_platforms",
         "integrated",
         "integrated_stack",
+        "segment",
+        "min_driver_branch",
+        "bf16",
+        "fp16",
+        "memory_gb",
         "prov",
     )
     name: str
@@ -79,6 +84,11 @@ class Gpu(Record):
     host_platforms: tuple[str, ...]
     integrated: bool  # Jetson/Tegra: JetPack/L4T, not the data-center CUDA stack envbuild builds
     integrated_stack: str | None  # what such a GPU uses instead (named when it is refused)
+    segment: str | None  # "data-center", "workstation", "geforce" or "jetson" (NVIDIA's lists)
+    min_driver_branch: int | None  # a later floor than first_cuda's branch, for a late SKU
+    bf16: bool  # bfloat16 arithmetic (compute capability 8.0 and up); absent in the row: derived
+    fp16: bool  # float16 arithmetic (5.3, 6.x and 7.0 up); absent in the row: derived
+    memory_gb: tuple[int, ...]  # the memory sizes sold, in GB; empty: not recorded
     prov: Provenance
 
 

@@ -213,6 +213,7 @@ def _requires(value: Any) -> str | None:
 
 
 STR = _text
+GPU_SEGMENTS = ("data-center", "workstation", "geforce", "jetson")
 NAME = _name()
 OPTIONAL_NAME = _name(allow_empty=True)  # an extra may be "" (the plain package)
 NAMES = _list_of(NAME, "names", allow_empty=True)
@@ -292,6 +293,15 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "host_platforms": (PLATFORM_LIST, False),  # absent: any host
         "integrated": (BOOL, False),  # Jetson/Tegra: a JetPack/L4T stack, not envbuild's
         "integrated_stack": (STR, False),  # what to use instead, named in the refusal
+        # which of NVIDIA's lists the GPU is on: "data-center", "workstation", "geforce" or "jetson"
+        "segment": (_one_of(GPU_SEGMENTS), False),
+        # a SKU that launched after its architecture's first CUDA and needs a later driver (its release
+        # notes name the first branch that supports it); absent: the branch of first_cuda's driver
+        "min_driver_branch": (INT, False),
+        # what the smoke step and training can use: bf16/fp16 arithmetic and the memory sizes sold (GB)
+        "bf16": (BOOL, False),
+        "fp16": (BOOL, False),
+        "memory_gb": (_list_of(_typed(int, "an integer"), "integers"), False),
         **PROVENANCE,
     },
     "os": {

@@ -73,6 +73,12 @@ def unsupported(matrix: Matrix, gpu: Gpu, driver: Driver) -> Unsupported | None:
             f"CUDA {format_minor(floor.cuda)})",
             fix=f"install an R{floor.branch} or later driver",
         )
+    if gpu.min_driver_branch and driver.branch < gpu.min_driver_branch:
+        return Unsupported(
+            text=f"driver {driver} does not support {gpu.name} (it came after its architecture's first "
+            f"CUDA release; NVIDIA's release notes name R{gpu.min_driver_branch} as its first branch)",
+            fix=f"install an R{gpu.min_driver_branch} or later driver",
+        )
     if gpu.max_driver_branch and driver.branch > gpu.max_driver_branch:
         return Unsupported(
             text=f"{gpu.name} is supported only up to driver branch R{gpu.max_driver_branch}; driver "
@@ -120,6 +126,13 @@ def capability_gpu(matrix: Matrix, cc: tuple[int, int]) -> Gpu | None:
         else tuple(sorted({p for gpu in rows for p in gpu.host_platforms})),
         integrated=all(gpu.integrated for gpu in rows),
         integrated_stack=rows[0].integrated_stack,
+        segment=None,
+        # the lowest floor: a late SKU's own floor must not refuse its capability's earlier parts
+        min_driver_branch=None if None in (floors := [g.min_driver_branch for g in rows]) else min(floors),
+        # a format only if every GPU of the capability has it (they agree unless a row is wrong)
+        bf16=all(gpu.bf16 for gpu in rows),
+        fp16=all(gpu.fp16 for gpu in rows),
+        memory_gb=(),
         prov=Provenance(
             where=f"gpus.toml compute capability {format_cc(cc)} ({names})",
             source=rows[0].prov.source,

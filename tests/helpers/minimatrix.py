@@ -133,6 +133,7 @@ name = "L4"
 aliases = ["nvidia l4"]
 compute_capability = "8.9"
 architecture = "Ada"
+segment = "data-center"
 first_cuda = "11.8"
 data_center = true
 {SRC}
@@ -142,6 +143,7 @@ name = "H100"
 aliases = ["h100 sxm"]
 compute_capability = "9.0"
 architecture = "Hopper"
+segment = "data-center"
 first_cuda = "11.8"
 data_center = true
 {SRC}
@@ -151,6 +153,7 @@ name = "RTX 5090"
 aliases = ["geforce rtx 5090"]
 compute_capability = "12.0"
 architecture = "Blackwell"
+segment = "geforce"
 first_cuda = "12.8"
 {SRC}
 
@@ -158,6 +161,7 @@ first_cuda = "12.8"
 name = "K80"
 compute_capability = "3.7"
 architecture = "Kepler"
+segment = "data-center"
 first_cuda = "6.0"
 data_center = true
 max_driver_branch = 470
