@@ -102,8 +102,9 @@ def known_capabilities(matrix: Matrix) -> list[tuple[int, int]]:
 def capability_names(rows: tuple[Gpu, ...]) -> str:
     """The GPUs of one capability as a message names them: a capability shared by dozens of catalogue
     rows is named by its first few (the file's order puts the long-known parts first), not a paragraph."""
-    shown = ", ".join(gpu.name for gpu in rows[:_NAMED])
-    return shown + (f" and {len(rows) - _NAMED} more" if len(rows) > _NAMED else "")
+    if len(rows) <= _NAMED + 1:  # "and 1 more" would take the room of the name it hides
+        return ", ".join(gpu.name for gpu in rows)
+    return ", ".join(gpu.name for gpu in rows[:_NAMED]) + f" and {len(rows) - _NAMED} more"
 
 
 def capability_gpu(matrix: Matrix, cc: tuple[int, int]) -> Gpu | None:
