@@ -235,6 +235,23 @@ def test_every_capability_is_accepted(matrix: Matrix, cc: tuple[int, int], spell
     assert stand_in.integrated == all(g.integrated for g in rows)
 
 
+@pytest.mark.parametrize("cc", sorted(CAPABILITIES), ids=lambda cc: f"{cc[0]}.{cc[1]}")
+def test_a_capability_is_as_certain_as_its_best_sourced_row(matrix: Matrix, cc: tuple[int, int]) -> None:
+    """8.9 has rows read first-hand (RTX 4090, L4) beside rows read from copies: a query by number
+    must not carry a caveat its confirmed rows do not have; a capability only copies vouch for
+    (6.1) keeps theirs. Its provenance names a few rows, not dozens."""
+    rows = [g for g in matrix.gpus if g.cc == cc]
+    stand_in = parse_gpu(f"sm_{cc[0]}{cc[1]}", matrix)
+    if all(g.prov.confidence for g in rows):
+        assert stand_in.prov.confidence in {g.prov.confidence for g in rows}
+    else:
+        assert stand_in.prov.confidence is None
+    named = stand_in.prov.where.split("(", 1)[1]
+    assert named.count(",") <= 4
+    if len(rows) > 5:
+        assert f"and {len(rows) - 4} more)" in stand_in.prov.where
+
+
 def test_the_matrix_has_exactly_the_capabilities_of_the_issue(matrix: Matrix) -> None:
     assert {g.cc for g in matrix.gpus} == set(CAPABILITIES)
 
