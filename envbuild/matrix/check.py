@@ -126,6 +126,14 @@ def _check_gpus(matrix: Matrix) -> list[str]:
                 f"gpus.toml: {gpu.name}: first_cuda {format_minor(gpu.first_cuda)} differs from "
                 f"{first.name}'s {format_minor(first.first_cuda)} (compute capability {format_minor(gpu.cc)})"
             )
+        # a capability query names one architecture (the stand-in takes the first row's), so a
+        # catalogue of hundreds of rows must not let one typo give a capability two
+        if first.architecture != gpu.architecture:
+            errors.append(
+                f"gpus.toml: {gpu.name}: architecture {gpu.architecture!r} differs from {first.name}'s "
+                f"{first.architecture!r} (compute capability {format_minor(gpu.cc)}); one capability is "
+                f"one architecture"
+            )
     return errors
 
 

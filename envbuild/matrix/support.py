@@ -88,12 +88,23 @@ def unsupported(matrix: Matrix, gpu: Gpu, driver: Driver) -> Unsupported | None:
     return None
 
 
+_NAMED = 4  # rows a capability stand-in names in its provenance
+
+
 def gpus_with(matrix: Matrix, cc: tuple[int, int]) -> tuple[Gpu, ...]:
     return tuple(gpu for gpu in matrix.gpus if gpu.cc == cc)
 
 
 def known_capabilities(matrix: Matrix) -> list[tuple[int, int]]:
     return sorted({gpu.cc for gpu in matrix.gpus})
+
+
+def capability_names(rows: tuple[Gpu, ...]) -> str:
+    """The GPUs of one capability as a message names them: a capability shared by dozens of catalogue
+    rows is named by its first few (the file's order puts the long-known parts first), not a paragraph."""
+    if len(rows) <= _NAMED + 1:  # "and 1 more" would take the room of the name it hides
+        return ", ".join(gpu.name for gpu in rows)
+    return ", ".join(gpu.name for gpu in rows[:_NAMED]) + f" and {len(rows) - _NAMED} more"
 
 
 def capability_gpu(matrix: Matrix, cc: tuple[int, int]) -> Gpu | None:
@@ -108,9 +119,15 @@ def capability_gpu(matrix: Matrix, cc: tuple[int, int]) -> Gpu | None:
     if not rows:
         return None
     lasts = [gpu.max_driver_branch for gpu in rows]
-    names = ", ".join(gpu.name for gpu in rows)
-    # the shortest note says least about one product and most about the capability
-    confident = sorted((gpu.prov for gpu in rows if gpu.prov.confidence), key=lambda p: len(p.note or ""))
+    names = capability_names(rows)
+    # the capability is as certain as its best-sourced row: one row read first-hand on NVIDIA's page
+    # settles it, however many were read from copies; when none was, the shortest note says least
+    # about one product and most about the capability
+    confident = (
+        sorted((gpu.prov for gpu in rows), key=lambda p: len(p.note or ""))
+        if all(gpu.prov.confidence for gpu in rows)
+        else []
+    )
     return Gpu(
         name=sm_name(cc),
         aliases=(),

@@ -22,7 +22,7 @@ from envbuild.matrix.model import (
 )
 from envbuild.matrix.platforms import accepted as accepted_platforms
 from envbuild.matrix.platforms import normalize as normalize_platform
-from envbuild.matrix.support import capability_gpu, gpus_with, known_capabilities
+from envbuild.matrix.support import capability_gpu, capability_names, gpus_with, known_capabilities
 from envbuild.matrix.versions import Driver, format_cc, parse_compute_capability, parse_driver, parse_minor
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def _unknown_capability(text: str, cc: tuple[int, int], matrix: Matrix) -> Usage
     nearest = sorted(known, key=distance)[:2]
     if nearest and nearest[0][0] == cc[0]:
         nearest = [k for k in nearest if k[0] == cc[0]]
-    close = [f"{format_cc(k)} ({', '.join(g.name for g in gpus_with(matrix, k))})" for k in nearest]
+    close = [f"{format_cc(k)} ({capability_names(gpus_with(matrix, k))})" for k in nearest]
     return UsageError(
         f"--gpu {text!r} is compute capability {format_cc(cc)}, which no GPU in the matrix has",
         fix=f"did you mean {' or '.join(close)}? known capabilities: "

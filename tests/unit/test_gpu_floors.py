@@ -227,7 +227,10 @@ def test_a_capability_no_gpu_has_is_a_usage_error(matrix: Matrix, text: str, clo
     assert fix.startswith(f"did you mean {close[0]} (")
     for cc in close:
         assert f"{cc} (" in fix
-    assert "known capabilities: 3.7, 6.0, 7.0, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0" in fix
+    assert (
+        "known capabilities: 3.5, 3.7, 5.0, 5.2, 5.3, 6.0, 6.1, 6.2, 7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.9, "
+        "9.0, 10.0, 10.3, 11.0, 12.0, 12.1;" in fix
+    )
     assert "--matrix" in fix and "gpus.toml" in fix
 
 
