@@ -123,10 +123,15 @@ def resolve_spec(args: argparse.Namespace) -> int:
         "platform": args.platform,
     }
     results = resolve_targets(matrix, spec, target=args.target, overrides=overrides, limit=args.limit)
-    if args.json:
+    if args.json:  # the document carries the warnings: stdout and stderr stay the document and errors
         sys.stdout.write(to_json_targets(results, matrix, spec) + "\n")
     else:
         sys.stdout.write(to_text_targets(results, matrix, spec, verbose=args.verbose))
+        from envbuild.resolve.precision import warning_text
+
+        for result in results:
+            for warning in result.warnings:
+                _warn(warning_text(warning))
     return EXIT_OK if all(r.resolution.stacks for r in results) else EXIT_NO_STACK
 
 

@@ -21,6 +21,8 @@ from envbuild.render.explicit import FILES as CONDA_FILES
 from envbuild.render.lockmatch import lock_for_render, require_match
 from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
 from envbuild.resolve.platform_choice import target_platforms
+from envbuild.resolve.precision import precision_warnings, warning_text
+from envbuild.resolve.query import parse_gpu
 from envbuild.smoke import CHECKS_FILE, program_files
 from envbuild.spec.lockfile import lock_path
 
@@ -326,6 +328,10 @@ def render_spec(
                 entries.append(locked)
             parts.append((plan, render_files(plan)))
         targets.append((chosen.name, platforms, parts))
+        # what `resolve -f` warns of: a GPU of the target without the [smoke] precision
+        gpus = [parse_gpu(name, matrix) for name in chosen.stack.gpus]
+        for warning in precision_warnings(spec.smoke, gpus, f"{spec.path} target {chosen.name!r}"):
+            warn(warning_text(warning))
     if write and wheelhouse is not None and entries:
         from envbuild.render.wheelgap import require_wheels
 

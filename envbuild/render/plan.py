@@ -19,13 +19,14 @@ from envbuild.matrix.platforms import PLATFORMS
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
-from envbuild.render.coherence import check_framework_pins, check_python_source
+from envbuild.render.coherence import check_framework_pins
 from envbuild.render.cudabase import cuda_base
 from envbuild.render.cudalayer import is_cuda_package
 from envbuild.render.explicit import explicit_file
 from envbuild.resolve.needs import brings_own_libraries
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.platform_choice import target_platforms
+from envbuild.resolve.python_source import python_source as where_python_comes_from
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Stack, candidate_label, resolve
 from envbuild.resolve.spec_query import target_query
@@ -202,7 +203,15 @@ def build_plan(
     requirements, index, find_links = _framework_install(stack, strategy, spec.packages.index_url)
     index = spec.packages.framework_index_url or index  # a mirror of the variant's index
     where = f"{spec.path} target {target.name!r}"
-    python_source = check_python_source(matrix, target, os_row, python, where)
+    # the rule target_query already applied (so `resolve -f` refuses what render refuses): its answer
+    python_source = where_python_comes_from(
+        matrix,
+        os_name=os_row.name,
+        python=python,
+        strategy=strategy,
+        opt_in=target.stack.python_source,
+        where=where,
+    )
     check_framework_pins(spec, target, stack, where)
 
     runtime_image = None

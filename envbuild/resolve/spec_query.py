@@ -1,6 +1,7 @@
 """A spec target's stack as a resolver Query: what `render` resolves and `resolve -f` explains.
 
-One function builds it for both, so the stack `resolve -f` ranks first is the one render picks. A bad
+One function builds it for both, so the stack `resolve -f` ranks first is the one render picks, and
+both refuse a Python the target's OS cannot give it (resolve/python_source.py) with the same words. A bad
 value read from the spec is named as the spec's field (`gpus = 'L44'`), not as a flag the user never
 typed; a value given as a flag (`resolve -f ... --driver 580`) keeps its flag's name.
 """
@@ -13,6 +14,7 @@ from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.versions import format_minor
+from envbuild.resolve.python_source import python_source
 from envbuild.resolve.query import Query, build_query
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ def target_query(
             fix=f"use one of: {', '.join(matrix.oses)}",
         )
     try:
-        return build_query(matrix, **fields, limit=limit)
+        query = build_query(matrix, **fields, limit=limit)
     except UsageError as exc:
         match = _FLAG_RE.match(exc.message)
         if match is None:
@@ -90,3 +92,14 @@ def target_query(
             raise
         field = FIELDS[keyword][0]
         raise UsageError(f"{where}: {field} = {exc.message[match.end() :]}", fix=exc.fix) from None
+    # render's rule for where the Python comes from, here so that `resolve -f` refuses what render
+    # would refuse, with render's words (render/plan.py reads the source from the same function)
+    python_source(
+        matrix,
+        os_name=query.os or fields["os"],
+        python=format_minor(query.python) if query.python else None,
+        strategy=fields["strategy"],
+        opt_in=stack.python_source,
+        where=where,
+    )
+    return query

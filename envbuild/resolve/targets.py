@@ -3,7 +3,9 @@
 The spec's [stack] and [[target]] fields become the query (resolve/spec_query.py, the one render
 uses), so the first stack of each section is the one render and lock pick. Flags given beside -f
 override the spec's field of the same name for this run and are marked in the section's header, which
-makes "what would driver 580 give us?" one command.
+makes "what would driver 580 give us?" one command. A GPU of the target that lacks the spec's
+[smoke] precision is a warning (resolve/precision.py): on stderr beside the text, in the JSON document's
+target as "warnings", the same render prints.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import json
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.matrix.model import Matrix
+from envbuild.resolve.precision import PrecisionWarning, precision_warnings, warning_json
 from envbuild.resolve.report import resolution_json, to_text
 from envbuild.resolve.solver import Resolution, resolve
 from envbuild.resolve.spec_query import FIELDS, query_fields, target_query
@@ -23,11 +26,13 @@ if TYPE_CHECKING:
 
 
 class TargetResolution(Record):
-    __slots__ = ("name", "fields", "overridden", "resolution")
+    __slots__ = ("name", "fields", "overridden", "resolution", "warnings")
     name: str
     fields: dict  # build_query's keywords as resolved for this target
     overridden: tuple[str, ...]  # build_query keywords a flag set instead of the spec
     resolution: Resolution
+    # the target's GPUs that lack the spec's [smoke] precision: render warns of the same ones
+    warnings: tuple[PrecisionWarning, ...]
 
 
 def resolve_targets(
@@ -51,6 +56,7 @@ def resolve_targets(
                 fields=query_fields(matrix, chosen.stack, overrides),
                 overridden=overridden,
                 resolution=resolve(matrix, query),
+                warnings=precision_warnings(spec.smoke, query.gpus, where),
             )
         )
     return results
@@ -94,6 +100,7 @@ def to_json_targets(results: list[TargetResolution], matrix: Matrix, spec: Spec)
                 "query": {FIELDS[k][0]: v for k, v in result.fields.items() if k in FIELDS},
                 "overridden_by_flags": [FIELDS[k][0] for k in result.overridden if k in FIELDS],
                 **resolution_json(result.resolution, matrix),
+                "warnings": [warning_json(w) for w in result.warnings],
             }
             for result in results
         ],

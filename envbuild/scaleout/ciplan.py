@@ -21,6 +21,7 @@ from envbuild.matrix.versions import sm_name
 from envbuild.oci.reference import registry_host
 from envbuild.render.plan import build_plan
 from envbuild.resolve.platform_choice import target_platforms
+from envbuild.resolve.precision import gpus_precision
 from envbuild.resolve.query import parse_gpu
 from envbuild.scaleout.bake import bake_names, platform_builds
 from envbuild.scaleout.install import install_source
@@ -42,15 +43,20 @@ class VerifyJob(Record):
 
     gpus: the target's GPUs as the spec names them that this job's audit judges: those of its capability
     on a GPU runner, every one on a CPU one, so that the jobs of a target together judge exactly the
-    GPUs `envbuild build`'s gate does (a target naming none: none, and no audit)."""
+    GPUs `envbuild build`'s gate does (a target naming none: none, and no audit).
 
-    __slots__ = ("target", "gpu", "labels", "build", "platform", "gpus")
+    precision: what its smoke step trains in: the spec's [smoke] precision where its GPUs have it, else
+    the nearest they have (resolve.precision, the smoke program's own rule), so that a V100 runner of a
+    bf16 target smokes in fp16 while the target's A100 runner keeps bf16; resolve and render warn."""
+
+    __slots__ = ("target", "gpu", "labels", "build", "platform", "gpus", "precision")
     target: str
     gpu: str  # sm_XY, or "cpu" when the spec's smoke step runs on CPU
     labels: tuple[str, ...]  # the runner labels (GitHub) / tags (GitLab); () for CPU: any runner
     build: str  # the Build.key whose candidate it verifies
     platform: str
     gpus: tuple[str, ...]
+    precision: str
 
 
 class Build(Record):
@@ -143,10 +149,12 @@ def ci_plan(
         for suffix, platform in platform_builds(matrix, target)
     )
     verify = []
+    index = gpu_index(matrix)
     for build in builds:  # each platform's image is verified on its own, on a runner of its machine
         (target,) = spec.target(build.target)
         if spec.smoke.device == "gpu":
             for runner, gpus in gpu_runners(matrix, target.stack.gpus, list(labels)):
+                rows = [parse_gpu(name, matrix, index) for name in gpus]
                 verify.append(
                     VerifyJob(
                         target=build.target,
@@ -155,6 +163,7 @@ def ci_plan(
                         build=build.key,
                         platform=build.platform,
                         gpus=gpus,
+                        precision=gpus_precision(spec.smoke.precision, rows),
                     )
                 )
         else:  # the spec's smoke step runs on CPU: any runner of the platform will do
@@ -166,6 +175,7 @@ def ci_plan(
                     build=build.key,
                     platform=build.platform,
                     gpus=target.stack.gpus,
+                    precision=spec.smoke.precision,  # the program's own CPU rule applies in the job
                 )
             )
     promotions = tuple(
@@ -213,7 +223,8 @@ def gpu_runners(
 def verify_command(plan: CiPlan, job: VerifyJob, report: str) -> str:
     """The verify job's command: `envbuild build`'s gates for this job's candidate, "$IMAGE". First the
     audit gate for the job's GPUs (`--gpu`, looked up in the generator's matrix), then the smoke step
-    with every [smoke] setting of the spec that has a flag (spec.model.SMOKE_SETTINGS), and the spec's
+    with every [smoke] setting of the spec that has a flag (spec.model.SMOKE_SETTINGS; the precision as
+    the job's GPUs have it, job.precision), and the spec's
     [audit] skip decisions as --skip-audit: the values build
     passes, written out so the file shows them and an image's labels cannot change them. Every value is
     one shell word; `report` is the --report path."""
@@ -223,11 +234,16 @@ def verify_command(plan: CiPlan, job: VerifyJob, report: str) -> str:
             f" --skip-audit {shell_word(f'{skip.library}={skip.reason}')}" for skip in plan.audit_skip
         )
     smoke = "".join(
-        f" {setting.flag} {shell_word(setting.codec.write(getattr(plan.smoke, setting.field)))}"
+        f" {setting.flag} {shell_word(setting.codec.write(smoke_value(plan, job, setting.field)))}"
         for setting in SMOKE_SETTINGS
         if setting.flag
     )
     return f'envbuild verify "$IMAGE"{audit}{plan.matrix_args}{smoke} --report {shell_word(report)}'
+
+
+def smoke_value(plan: CiPlan, job: VerifyJob, field: str) -> object:
+    """A [smoke] setting as `job` runs it: the spec's, but the precision its GPUs have (job.precision)."""
+    return job.precision if field == "precision" else getattr(plan.smoke, field)
 
 
 def path_word(path: str) -> str:

@@ -40,16 +40,17 @@ import re
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
-from envbuild.matrix.model import Matrix
+from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.matrix.platforms import short
 from envbuild.oci import labels
 from envbuild.oci.reference import DIGEST_RE
 from envbuild.render.plan import MICROMAMBA_UID, USER_UID
 from envbuild.resolve.platform_choice import target_platforms
+from envbuild.resolve.precision import gpus_precision, target_precision
 from envbuild.scaleout.bake import platform_builds
 from envbuild.scaleout.quoting import yaml_scalar
 from envbuild.smoke import smoke_command
-from envbuild.spec.model import Spec
+from envbuild.spec.model import Spec, Target
 
 # the Kubernetes version the Jobs are validated against (kubernetes-validate, in the tests; docs/ci.md)
 K8S_VERSION = "1.33.0"
@@ -128,6 +129,7 @@ def jobs(
                 image=image,
                 uid=uid,
                 spec=spec,
+                precision=job_precision(matrix, spec, target, gpu_type),
                 job_labels={APP_LABEL: APP, labels.TARGET: label_text(target.name), "envbuild.gpu": gpu_type},
                 node_selector=node_selector,
                 runtime_class=runtime_class,
@@ -138,22 +140,34 @@ def jobs(
     return out
 
 
+def job_precision(matrix: Matrix, spec: Spec, target: Target, gpu_type: str) -> str:
+    """The precision a Job passes the smoke step: the one its GPU product (the --gpu-type label value,
+    e.g. Tesla-V100-SXM2-16GB) has when the catalogue knows the product, else one every GPU of the
+    target has, since the Job may land on any of them (resolve.precision; resolve and render warn)."""
+    product = find_gpu(matrix, gpu_type) if gpu_type and spec.smoke.device == "gpu" else None
+    if product is not None:
+        return gpus_precision(spec.smoke.precision, (product,))
+    return target_precision(matrix, spec.smoke, target.stack.gpus)
+
+
 def job_document(
     name: str,
     *,
     image: str,
     uid: int,
     spec: Spec,
+    precision: str,
     job_labels: dict[str, str],
     node_selector: dict[str, str],
     runtime_class: str | None,
     namespace: str | None,
     pull_secret: str | None,
 ) -> dict:
-    """One batch/v1 Job that runs the smoke program once, as the image's non-root user."""
+    """One batch/v1 Job that runs the smoke program once, as the image's non-root user; `precision`:
+    the smoke step's, as the Job's GPU has it (job_precision)."""
     smoke = spec.smoke
     on_gpu = smoke.device == "gpu"
-    command = smoke_command(smoke.device, smoke.steps, smoke.precision)
+    command = smoke_command(smoke.device, smoke.steps, precision)
     job_labels = {k: v for k, v in job_labels.items() if v}
     container = {
         "name": "smoke",

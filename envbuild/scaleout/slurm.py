@@ -37,6 +37,7 @@ from envbuild._util.files import write_atomic
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
+from envbuild.resolve.precision import target_precision
 from envbuild.runtime import RUNTIMES
 from envbuild.runtime.enroot import enroot_image
 from envbuild.scaleout.bake import bake_target_name
@@ -180,9 +181,13 @@ def slurm_scripts(
     env = environment({"sh": shell_word, "comment": comment_text})
     files: dict[str, str] = {}
     pyxis = runtime == "enroot"  # pyxis runs containers through Enroot: the same image, srun's own way
+    # the precision each target's job passes: one every GPU of the target has (a partition's node may
+    # hold any of them), as resolve and render warn (resolve.precision)
+    precisions = {t.name: target_precision(matrix, spec.smoke, t.stack.gpus) for t in spec.targets}
     for job in jobs:
+        precision = precisions[job.target]
         files[job.script] = env.get_template(TEMPLATES["verify"]).render(
-            common | {"job": job, "runtime": runtime, "smoke": plan.smoke}
+            common | {"job": job, "runtime": runtime, "smoke": plan.smoke, "precision": precision}
         )
         if pyxis:
             files[job.pyxis_script] = env.get_template(TEMPLATES["pyxis"]).render(
@@ -190,7 +195,7 @@ def slurm_scripts(
                 | {
                     "job": job,
                     "smoke": plan.smoke,
-                    "smoke_command": smoke_command(plan.smoke.device, plan.smoke.steps, plan.smoke.precision),
+                    "smoke_command": smoke_command(plan.smoke.device, plan.smoke.steps, precision),
                     "enroot_image": enroot_image(plan.staging),
                 }
             )

@@ -4,7 +4,8 @@ The programs live in `programs/` and use only the standard library and their fra
 `<framework>_smoke.py` becomes smoke.py, and the code the three share, `smoke_common.py`, goes beside
 it under its own name. `program_files()` gives both, read unchanged from this package.
 
-The smoke defaults (steps, precision, timeout) and the precisions are defined once, in smoke_common.py,
+The smoke defaults (steps, precision, timeout), the precisions and the rule for the precision a run
+trains in (`effective_precision`, which the CI verify jobs follow too) are defined once, in smoke_common.py,
 and exported from here for the rest of envbuild; so are the rules of the user's own checks ([smoke]
 imports and command), which the spec applies when it reads them and the program again when it runs them.
 
@@ -27,6 +28,7 @@ from envbuild.smoke.programs.smoke_common import (
     MAX_IMPORTS,
     PRECISIONS,
     command_problem,
+    effective_precision,
     module_problem,
 )
 
@@ -47,6 +49,7 @@ __all__ = [
     "TIMEOUT_RANGE_S",
     "checks_file",
     "command_problem",
+    "effective_precision",
     "module_problem",
     "program_files",
     "smoke_command",

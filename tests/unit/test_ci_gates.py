@@ -42,13 +42,27 @@ def expected_gpus(matrix: Matrix, spec, target: str, gpu: str) -> list[str]:
     return [name for name in found.stack.gpus if sm_name(parse_gpu(name, matrix).cc) == gpu]
 
 
-def assert_build_gates(args, spec, gpus: list[str], matrix_path: str | None) -> None:
+def expected_precision(matrix: Matrix, spec, gpus: list[str]) -> str:
+    """The spec's [smoke] precision, or on a GPU job the next one down that every GPU of the job
+    computes in (issue 34 item 7: bf16 -> fp16 -> fp32, from the GPU rows' bf16/fp16)."""
+    precision = spec.smoke.precision
+    if spec.smoke.device != "gpu":
+        return precision
+    rows = [parse_gpu(name, matrix) for name in gpus]
+    if precision == "bf16" and not all(row.bf16 for row in rows):
+        precision = "fp16"
+    if precision == "fp16" and not all(row.fp16 for row in rows):
+        precision = "fp32"
+    return precision
+
+
+def assert_build_gates(args, matrix: Matrix, spec, gpus: list[str], matrix_path: str | None) -> None:
     assert args.gpu == gpus  # the audit gate, for these GPUs
     smoke = spec.smoke
     assert (args.smoke_device, args.steps, args.precision, args.timeout) == (
         smoke.device,
         smoke.steps,
-        smoke.precision,
+        expected_precision(matrix, spec, gpus),
         smoke.timeout,
     )
     assert args.matrix == matrix_path and args.report and args.image == "$IMAGE"
@@ -82,7 +96,7 @@ def test_every_github_verify_job_runs_the_audit_and_the_smoke_step_build_runs(
     audited: dict[str, list[str]] = {}
     for entry, step in github_verify(matrix, spec, kwargs):
         gpus = expected_gpus(matrix, spec, entry["target"], entry["gpu"])
-        assert_build_gates(verify_args(step["run"]), spec, gpus, kwargs.get("matrix_path"))
+        assert_build_gates(verify_args(step["run"]), matrix, spec, gpus, kwargs.get("matrix_path"))
         audited.setdefault(entry["target"], []).extend(
             g for g in gpus if g not in audited.get(entry["target"], [])
         )
@@ -102,7 +116,8 @@ def test_every_gitlab_verify_job_runs_the_audit_and_the_smoke_step_build_runs(
     for job_name, job in jobs.items():
         _, target, gpu = job_name.split(":")
         args = verify_args("\n".join(job["script"]))
-        assert_build_gates(args, spec, expected_gpus(matrix, spec, target, gpu), kwargs.get("matrix_path"))
+        gpus = expected_gpus(matrix, spec, target, gpu)
+        assert_build_gates(args, matrix, spec, gpus, kwargs.get("matrix_path"))
         assert args.report == f"verify/{gpu}/smoke.json"
 
 

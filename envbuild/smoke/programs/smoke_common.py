@@ -68,6 +68,25 @@ CHECK_OUTPUT_LINES = 20  # what a failed check's report entry keeps of its outpu
 CHECK_OUTPUT_CHARS = 2000  # and of those at most the last this many characters
 
 
+def effective_precision(precision, *, on_gpu, bf16=True, fp16=True, cpu_fp16=False):
+    """The precision a smoke run trains in: the one rule, for this program and for envbuild.
+
+    On the CPU, fp16 (a GPU format: autocast and loss scaling are GPU features) becomes bf16 unless
+    `cpu_fp16` (ENVBUILD_SMOKE_CPU_FP16=1, for testing). On a GPU, a format the GPU lacks (`bf16` /
+    `fp16`: whether it has it, from its compute capability) becomes the nearest it has: bf16 -> fp16
+    (the other 16-bit format, also trained with autocast) where it has fp16, else fp32; fp16 -> fp32.
+    envbuild's resolve and render warn with it and each CI verify job passes its GPU's answer as
+    --precision (envbuild.resolve.precision), so the job trains in what its runner's GPU computes in.
+    """
+    if not on_gpu:
+        return "bf16" if precision == "fp16" and not cpu_fp16 else precision
+    if precision == "bf16" and not bf16:
+        return "fp16" if fp16 else "fp32"
+    if precision == "fp16" and not fp16:
+        return "fp32"
+    return precision
+
+
 class _ArgumentError(Exception):
     pass
 
@@ -1214,9 +1233,10 @@ class Program:
             return emit(report)
         passed(report, "device")
 
-        effective = precision
-        if precision == "fp16" and not on_gpu and os.environ.get("ENVBUILD_SMOKE_CPU_FP16") != "1":
-            effective = "bf16"
+        effective = effective_precision(
+            precision, on_gpu=on_gpu, cpu_fp16=os.environ.get("ENVBUILD_SMOKE_CPU_FP16") == "1"
+        )
+        if effective != precision:
             report["notes"].append(self.fp16_cpu_note)
         report["precision_effective"] = effective
 
