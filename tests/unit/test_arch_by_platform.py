@@ -1,0 +1,245 @@
+"""Issue 34, items 4 and 5: a framework build's kernel list per platform, and the arm64 builds.
+
+PyTorch's aarch64 CUDA wheels are compiled for fewer GPUs than its x86_64 wheels of the same tag
+(RELEASE.md's "architectures supported for Linux aarch64 builds": 8.0 and up, no sm_75), so a T4G host
+(AWS g5g: a T4 on arm64) must not be offered the arm64 wheel of a build whose x86_64 wheel runs on a T4.
+Every reader takes the list of the build's own platform: resolve's kernel check, the stack JSON (which
+the lock and the build record, hence the SBOM, repeat) and render's io.envbuild.gpu-arch label.
+
+The bundled-matrix cases are the issue's own queries; the rule cases use the hand-written minimatrix.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from envbuild.attest import fields
+from envbuild.attest.sbom import build_sbom
+from envbuild.cli.app import main
+from envbuild.errors import MatrixError
+from envbuild.matrix.check import check_matrix
+from envbuild.matrix.load import load_matrix
+from envbuild.matrix.model import Matrix
+from envbuild.resolve.query import build_query
+from envbuild.resolve.report import stack_json
+from envbuild.resolve.solver import resolve
+from tests.helpers.minimatrix import write_minimatrix
+from tests.unit.test_attest_sbom import INVENTORY, RECORD, SUBJECT
+
+ARM64_CU130 = (
+    "8.0;9.0;10.0;11.0;12.0;12.0+PTX"  # RELEASE.md: Ampere(8.0), Hopper(9.0), Blackwell(10.0, 11.0, 12.0+PTX)
+)
+
+
+def _resolve_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict]:
+    code = main(["resolve", *args, "--framework", "torch", "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_an_arm64_t4_gets_no_torch_build_without_sm_75(
+    matrix: Matrix, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, document = _resolve_json(
+        capsys, "--platform", "linux/arm64", "--gpu", "T4", "--driver", "580.65.06"
+    )
+    fw = matrix.framework("torch")
+    assert fw is not None
+    by_name = {(r.version, v.name): v for r in fw.releases for v in r.variants}
+    for stack in document["stacks"]:  # whatever is offered carries sm_75 kernels on arm64
+        variant = by_name[(stack["framework_version"], stack["variant"])]
+        assert variant.arch_for("linux/arm64").covers((7, 5)), stack
+    reasons = {r["candidate"]: r for r in document["rejected"]}
+    rejected = reasons["torch 2.14.1+cu130"]
+    assert rejected["kind"] == "gpu"
+    assert (
+        f"T4 (sm_75, compute capability 7.5) is not in the build's linux/arm64 archs {ARM64_CU130}"
+        in (rejected["reason"])
+    )
+    assert code == 3
+
+
+def test_the_same_t4_on_amd64_still_gets_the_cu130_build(capsys: pytest.CaptureFixture[str]) -> None:
+    code, document = _resolve_json(
+        capsys, "--platform", "linux/amd64", "--gpu", "T4", "--driver", "580.65.06"
+    )
+    top = document["stacks"][0]
+    assert (code, top["framework_version"], top["variant"]) == (0, "2.14.1", "cu130")
+    assert top["arch"] == "7.5;8.0;8.6;9.0;10.0;12.0"  # the x86_64 wheel's list, measured
+
+
+def test_gh200_on_r560_gets_a_cu126_aarch64_build(capsys: pytest.CaptureFixture[str]) -> None:
+    code, document = _resolve_json(
+        capsys, "--gpu", "GH200", "--driver", "560.35.05", "--platform", "linux/arm64"
+    )
+    assert code == 0 and document["platform"] == "linux/arm64"
+    top = document["stacks"][0]
+    assert (top["framework_version"], top["variant"], top["cuda"]) == ("2.14.1", "cu126", "12.6")
+    assert top["arch"] == "8.0;9.0" and top["arch_source"] is None  # RELEASE.md's aarch64 row, not a wheel
+
+
+def test_gb200_on_r570_gets_torch_2_11_cu128_not_2_7(capsys: pytest.CaptureFixture[str]) -> None:
+    code, document = _resolve_json(capsys, "--gpu", "GB200", "--driver", "570.86.15")
+    top = document["stacks"][0]
+    assert (code, top["framework_version"], top["variant"]) == (0, "2.11.0", "cu128")
+    assert top["arch"] == "8.0;9.0;10.0;12.0"
+
+
+def test_every_per_platform_list_is_for_a_published_platform_and_cited(matrix: Matrix) -> None:
+    entries = [
+        (v, e)
+        for fw in matrix.frameworks
+        for r in fw.releases
+        for v in r.variants
+        for e in v.arch_by_platform
+    ]
+    assert len(entries) > 10
+    for variant, entry in entries:
+        assert entry.platform in variant.platforms and entry.source.startswith("https://"), variant.prov.where
+        # no PyTorch aarch64 build carries Maxwell..Turing or 8.6 kernels (build_cuda.sh's aarch64 filter)
+        assert not {(5, 0), (6, 0), (7, 0), (7, 5), (8, 6)} & entry.arch.sass, variant.prov.where
+
+
+# --- the rules, on the minimatrix ------------------------------------------------------------------
+
+FW = """[framework]
+name = "torch"
+display_name = "PyTorch"
+package = "torch"
+platforms = ["linux/amd64"]
+source = "https://example.org/primary"
+
+[[release]]
+versions = ["2.14.1"]
+python = ["3.11"]
+source = "https://example.org/primary"
+
+  [[release.variant]]
+  name = "cu126"
+  cuda = "12.6"
+  index_url = "https://download.pytorch.org/whl/cu126"
+  cuda_from = "wheels"
+  platforms = {platforms}
+  platforms_source = "https://example.org/index"
+  arch = "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
+{extra}  source = "https://example.org/primary"
+"""
+BOTH = '["linux/amd64", "linux/arm64"]'
+OVERRIDE = (
+    '  arch_by_platform = { "linux/arm64" = "9.0" }\n'
+    '  arch_by_platform_source = { "linux/arm64" = "https://example.org/release-md" }\n'
+)
+
+
+def _matrix(tmp_path: Path, platforms: str = BOTH, extra: str = OVERRIDE) -> Path:
+    root = write_minimatrix(tmp_path / "matrix")
+    for other in (root / "frameworks").iterdir():
+        other.unlink()
+    (root / "frameworks" / "torch.toml").write_text(FW.format(platforms=platforms, extra=extra))
+    return root
+
+
+def test_each_platform_reads_its_own_list(tmp_path: Path) -> None:
+    matrix = load_matrix(_matrix(tmp_path))
+    assert check_matrix(matrix) == []
+    variant = matrix.frameworks[0].releases[0].variants[0]
+    assert variant.arch_for("linux/arm64").describe() == "9.0"
+    assert variant.arch_for("linux/amd64").describe() == "5.0;6.0;7.0;7.5;8.0;8.6;9.0"
+    for platform, covered in (("linux/amd64", True), ("linux/arm64", False)):
+        query = build_query(matrix, driver="560", gpus=["L4"], platform=platform)  # 8.9: sm_86 runs it
+        result = resolve(matrix, query)
+        assert bool(result.stacks) is covered, platform
+    query = build_query(matrix, driver="560", gpus=["H100"], platform="linux/arm64")
+    stack = resolve(matrix, query).stacks[0]
+    assert (stack.platform, stack_json(stack)["arch"]) == ("linux/arm64", "9.0")
+
+
+@pytest.mark.parametrize(
+    ("extra", "wanted"),
+    [
+        pytest.param(
+            '  arch_by_platform = { "aarch64" = "8.0" }\n',
+            "'aarch64' is not a platform (write one of: linux/amd64, linux/arm64)",
+            id="non-canonical-platform",
+        ),
+        pytest.param(
+            '  arch_by_platform = { "linux/arm64" = "8.0;sm_9x" }\n'
+            '  arch_by_platform_source = { "linux/arm64" = "https://example.org/x" }\n',
+            "linux/arm64 = '8.0;sm_9x': expected an arch list",
+            id="list-parsed-like-arch",
+        ),
+        pytest.param(
+            '  arch_by_platform = { "linux/arm64" = "8.0;9.0" }\n',
+            "arch_by_platform gives linux/arm64 a list without a source",
+            id="no-source",
+        ),
+        pytest.param(
+            '  arch_by_platform_source = { "linux/arm64" = "https://example.org/x" }\n',
+            "arch_by_platform_source names linux/arm64, which arch_by_platform does not list",
+            id="source-without-list",
+        ),
+    ],
+)
+def test_the_schema_refuses_a_bad_override(tmp_path: Path, extra: str, wanted: str) -> None:
+    with pytest.raises(MatrixError) as raised:
+        load_matrix(_matrix(tmp_path, extra=extra))
+    assert wanted in raised.value.message and "torch.toml" in raised.value.message
+
+
+def test_matrix_check_refuses_a_list_for_a_platform_the_build_lacks(tmp_path: Path) -> None:
+    problems = check_matrix(load_matrix(_matrix(tmp_path, platforms='["linux/amd64"]')))
+    assert any(
+        "arch_by_platform linux/arm64: the build is not published for linux/arm64" in p for p in problems
+    ), problems
+
+
+def test_matrix_check_refuses_a_list_equal_to_arch(tmp_path: Path) -> None:
+    same = OVERRIDE.replace('"9.0"', '"5.0;6.0;7.0;7.5;8.0;8.6;9.0"')
+    problems = check_matrix(load_matrix(_matrix(tmp_path, extra=same)))
+    assert any("the same list as arch" in p for p in problems), problems
+
+
+# --- render's label, the stack JSON and the SBOM ---------------------------------------------------
+
+SPEC = """[stack]
+driver = "580"
+framework = "torch==2.14.1"
+gpus = ["H100"]
+strategy = "wheels"
+os = "ubuntu22.04"
+platform = ["linux/amd64", "linux/arm64"]
+
+[image]
+repository = "registry.example/team/torch"
+installer = "pip"
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("render")
+    (root / "envbuild.toml").write_text(SPEC)
+    assert main(["render", "-f", str(root / "envbuild.toml"), "-o", str(root / "out")]) == 0
+    return root / "out" / "default"
+
+
+def test_each_platforms_image_is_labelled_with_its_own_kernels(rendered: Path) -> None:
+    amd = (rendered / "amd64" / "Dockerfile").read_text()
+    arm = (rendered / "arm64" / "Dockerfile").read_text()
+    assert '"io.envbuild.gpu-arch"="7.5;8.0;8.6;9.0;10.0;12.0"' in amd
+    assert f'"io.envbuild.gpu-arch"="{ARM64_CU130}"' in arm
+    arm_stack = json.loads((rendered / "arm64" / "stack.json").read_text())
+    assert (arm_stack["arch"], arm_stack["arch_source"]) == (ARM64_CU130, None)  # not the x86_64 wheel
+
+
+def test_the_sbom_of_an_arm64_build_names_the_arm64_kernels(rendered: Path) -> None:
+    """The build record's stack is the plan's stack document (pipeline), which stack.json holds."""
+    record = copy.deepcopy(RECORD)
+    record["stack"] = {**record["stack"], **json.loads((rendered / "arm64" / "stack.json").read_text())}
+    record["platform"] = "linux/arm64"
+    sbom = build_sbom(record, INVENTORY, subject=SUBJECT)
+    assert fields.sbom_property(sbom, fields.P_GPU_ARCH) == ARM64_CU130
+    assert fields.sbom_property(sbom, fields.P_PLATFORM) == "linux/arm64"
