@@ -21,6 +21,7 @@ from envbuild.attest import fields
 from envbuild.attest.sbom import build_sbom
 from envbuild.cli.app import main
 from envbuild.errors import MatrixError
+from envbuild.image.inventory import parse_inventory
 from envbuild.matrix.check import check_matrix
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix
@@ -28,7 +29,13 @@ from envbuild.resolve.query import build_query
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import resolve
 from tests.helpers.minimatrix import write_minimatrix
-from tests.unit.test_attest_sbom import INVENTORY, RECORD, SUBJECT
+from tests.helpers.paths import FIXTURES
+
+# the end-to-end engine test's build record and image inventory (tests/unit/test_attest_sbom.py)
+RECORD = json.loads((FIXTURES / "attest" / "record.json").read_text(encoding="utf-8"))
+_CAPTURE = (FIXTURES / "attest" / "inventory-torch.txt").read_text(encoding="utf-8")
+INVENTORY = parse_inventory(_CAPTURE, _CAPTURE.split("\n", 1)[0].rsplit(" ", 1)[0], {})
+SUBJECT = ("127.0.0.1:5000/envbuild-test/e2e", RECORD["pushed"][0]["digest"])
 
 ARM64_CU130 = (
     "8.0;9.0;10.0;11.0;12.0;12.0+PTX"  # RELEASE.md: Ampere(8.0), Hopper(9.0), Blackwell(10.0, 11.0, 12.0+PTX)
