@@ -250,3 +250,20 @@ def test_the_sbom_of_an_arm64_build_names_the_arm64_kernels(rendered: Path) -> N
     sbom = build_sbom(record, INVENTORY, subject=SUBJECT)
     assert fields.sbom_property(sbom, fields.P_GPU_ARCH) == ARM64_CU130
     assert fields.sbom_property(sbom, fields.P_PLATFORM) == "linux/arm64"
+
+
+# --- item 6: back to R470 --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gpu", ["Tesla P100", "Tesla K80"])  # Pascal 6.0, Kepler 3.7: sm_60 / sm_37
+def test_an_r470_host_on_python_3_10_gets_torch_1_12_1_cu113_natively(
+    gpu: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R470 runs CUDA <= 11.4 natively; 1.12's cu113 build (builder release/1.12: 3.7;...;8.6) is the
+    newest torch for it. Before 1.12 was in the matrix the torch rows started at 1.13 (cu116+)."""
+    code, document = _resolve_json(capsys, "--gpu", gpu, "--driver", "470.82.01", "--python", "3.10")
+    top = document["stacks"][0]
+    assert code == 0
+    assert (top["framework_version"], top["variant"], top["compat"]) == ("1.12.1", "cu113", "native")
+    assert (top["cuda"], top["cudnn"], top["python"]) == ("11.3", "8.3.2.44", "3.10")
+    assert top["index_url"] == "https://download.pytorch.org/whl/cu113"
