@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import copy
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from envbuild._util import toml
 from envbuild.attest import fields
 from envbuild.attest.sbom import build_sbom
 from envbuild.cli.app import main
@@ -25,6 +27,11 @@ from envbuild.image.inventory import parse_inventory
 from envbuild.matrix.check import check_matrix
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix
+from envbuild.refresh.arch_audit import ArchAudit, WheelKernels, pick_aarch64_wheel
+from envbuild.refresh.edit import apply_edit
+from envbuild.refresh.kernel_facts import compare, measure
+from envbuild.refresh.model import Finding
+from envbuild.refresh.upstream import DistFile
 from envbuild.resolve.query import build_query
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import resolve
@@ -267,3 +274,94 @@ def test_an_r470_host_on_python_3_10_gets_torch_1_12_1_cu113_natively(
     assert (top["framework_version"], top["variant"], top["compat"]) == ("1.12.1", "cu113", "native")
     assert (top["cuda"], top["cudnn"], top["python"]) == ("11.3", "8.3.2.44", "3.10")
     assert top["index_url"] == "https://download.pytorch.org/whl/cu113"
+
+
+# --- `matrix refresh --audit` on a linux/arm64 row: the aarch64 wheel's list goes into arch_by_platform
+
+ARM_WHEEL = "https://files.example.org/torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl"
+
+
+def _wheel(filename: str, sha: str = "cd" * 32) -> DistFile:
+    return DistFile(
+        filename=filename,
+        url=f"https://files.example.org/{filename}",
+        requires_python=None,
+        yanked=False,
+        sha256=sha,
+    )
+
+
+def test_the_aarch64_wheel_picked_is_cp311_and_never_x86_64_or_free_threaded() -> None:
+    files = [
+        _wheel("torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl"),
+        _wheel("torch-2.14.1-cp313-cp313t-manylinux_2_28_aarch64.whl"),
+        _wheel("torch-2.14.1-cp312-cp312-manylinux_2_28_aarch64.whl"),
+        _wheel("torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl"),
+    ]
+    picked = pick_aarch64_wheel(files)
+    assert picked is not None and picked.filename.endswith("cp311-cp311-manylinux_2_28_aarch64.whl")
+    assert pick_aarch64_wheel(files[:3]).filename.startswith("torch-2.14.1-cp312")  # type: ignore[union-attr]
+    assert pick_aarch64_wheel(files[:1]) is None
+
+
+def _measured_arm64(*arches: str) -> WheelKernels:
+    counts = {"torch/lib/libtorch_cuda.so": Counter({**dict.fromkeys(arches, 400), "sm_89": 1})}
+    return WheelKernels(
+        version="2.14.1",
+        wheel=_wheel("torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl"),
+        measured=measure(counts),
+        libraries=tuple(counts),
+        bytes_read=0,
+    )
+
+
+def _audit_edit(root: Path, kernels: WheelKernels) -> Finding | None:
+    rel = "frameworks/torch.toml"
+    data = toml.loads((root / rel).read_text())
+    audit = ArchAudit(None, "https://pypi.org", rel, data, "2026-12-02")  # type: ignore[arg-type]
+    variant = data["release"][0]["variant"][0]
+    said = str((variant.get("arch_by_platform") or {}).get("linux/arm64", variant["arch"]))
+    wheel = f"{kernels.wheel.url}#sha256={kernels.wheel.sha256}"
+    return audit._platform_correction(
+        variant,
+        "torch 2.14.1 cu126 (linux/arm64)",
+        [kernels],
+        compare(said, kernels.measured),
+        wheel,
+        "linux/arm64",
+    )
+
+
+def _apply(root: Path, finding: Finding) -> None:
+    assert finding.edit is not None
+    path = root / "frameworks" / "torch.toml"
+    path.write_text(apply_edit(path.read_text(), finding.edit, "frameworks/torch.toml"))
+
+
+def test_audit_writes_the_aarch64_wheels_list_with_the_wheel_as_its_source(tmp_path: Path) -> None:
+    root = _matrix(tmp_path, extra="")  # no per-platform list yet: arm64 reads `arch`
+    kernels = _measured_arm64("sm_80", "sm_90")
+    finding = _audit_edit(root, kernels)
+    assert finding is not None and finding.action == "add"
+    assert "linux/arm64 arch 5.0;6.0;7.0;7.5;8.0;8.6;9.0 -> 8.0;9.0" in finding.detail
+    _apply(root, finding)
+    matrix = load_matrix(root)
+    assert check_matrix(matrix) == []
+    variant = matrix.frameworks[0].releases[0].variants[0]
+    wheel = f"{kernels.wheel.url}#sha256={kernels.wheel.sha256}"
+    assert variant.arch_for("linux/arm64").describe() == "8.0;9.0"
+    assert variant.arch_source_for("linux/arm64") == wheel  # measured: named as the wheel, as arch_source
+    assert variant.arch_for("linux/amd64").describe() == "5.0;6.0;7.0;7.5;8.0;8.6;9.0"  # untouched
+    assert _audit_edit(root, kernels) is None  # measured from this very wheel: nothing to propose
+
+
+def test_audit_drops_an_entry_the_aarch64_wheel_shows_is_arch_itself(tmp_path: Path) -> None:
+    root = _matrix(tmp_path)  # arm64 said 9.0
+    finding = _audit_edit(
+        root, _measured_arm64("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90")
+    )
+    assert finding is not None and "carries arch 5.0;6.0;7.0;7.5;8.0;8.6;9.0 itself" in finding.detail
+    _apply(root, finding)
+    text = (root / "frameworks" / "torch.toml").read_text()
+    assert "arch_by_platform" not in text
+    assert check_matrix(load_matrix(root)) == []
