@@ -44,8 +44,13 @@ _CAPTURE = (FIXTURES / "attest" / "inventory-torch.txt").read_text(encoding="utf
 INVENTORY = parse_inventory(_CAPTURE, _CAPTURE.split("\n", 1)[0].rsplit(" ", 1)[0], {})
 SUBJECT = ("127.0.0.1:5000/envbuild-test/e2e", RECORD["pushed"][0]["digest"])
 
-ARM64_CU130 = (
-    "8.0;9.0;10.0;11.0;12.0;12.0+PTX"  # RELEASE.md: Ampere(8.0), Hopper(9.0), Blackwell(10.0, 11.0, 12.0+PTX)
+# torch 2.14.1's PyPI aarch64 wheel (cu130), measured: SASS for 8.0, 9.0, 10.0, 11.0 and 12.0 and no PTX
+# (RELEASE.md's aarch64 row says 12.0+PTX); its x86_64 wheel has 7.5 and 8.6 and no 11.0
+ARM64_CU130 = "8.0;9.0;10.0;11.0;12.0"
+ARM64_WHEEL = (
+    "https://files.pythonhosted.org/packages/8d/0e/21281ff4015779255229f487f4481c5bfba53b8c83e01eaa4a8a8f1180c9/"
+    "torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl"
+    "#sha256=ef1276fd07adb8d463ac402a24ea7482e45c9a42df8ebdac211aa757779200ba"
 )
 
 
@@ -246,7 +251,7 @@ def test_each_platforms_image_is_labelled_with_its_own_kernels(rendered: Path) -
     assert '"io.envbuild.gpu-arch"="7.5;8.0;8.6;9.0;10.0;12.0"' in amd
     assert f'"io.envbuild.gpu-arch"="{ARM64_CU130}"' in arm
     arm_stack = json.loads((rendered / "arm64" / "stack.json").read_text())
-    assert (arm_stack["arch"], arm_stack["arch_source"]) == (ARM64_CU130, None)  # not the x86_64 wheel
+    assert (arm_stack["arch"], arm_stack["arch_source"]) == (ARM64_CU130, ARM64_WHEEL)  # not the x86_64 wheel
 
 
 def test_the_sbom_of_an_arm64_build_names_the_arm64_kernels(rendered: Path) -> None:
@@ -277,8 +282,6 @@ def test_an_r470_host_on_python_3_10_gets_torch_1_12_1_cu113_natively(
 
 
 # --- `matrix refresh --audit` on a linux/arm64 row: the aarch64 wheel's list goes into arch_by_platform
-
-ARM_WHEEL = "https://files.example.org/torch-2.14.1-cp311-cp311-manylinux_2_28_aarch64.whl"
 
 
 def _wheel(filename: str, sha: str = "cd" * 32) -> DistFile:
