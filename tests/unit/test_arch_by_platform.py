@@ -122,6 +122,22 @@ def test_every_per_platform_list_is_for_a_published_platform_and_cited(matrix: M
         assert not {(5, 0), (6, 0), (7, 0), (7, 5), (8, 6)} & entry.arch.sass, variant.prov.where
 
 
+def test_no_pypi_build_is_arm64_while_pypis_aarch64_wheel_is_cpu_only(matrix: Matrix) -> None:
+    """A release's PyPI build installs from PyPI (render, resolve's install line), and PyPI's torch
+    aarch64 wheel is CPU-only up to 2.10: marking that build arm64 would put a CPU torch in a GPU image,
+    even where download.pytorch.org/whl/<tag> has the sbsa wheel of the same tag (2.9, 2.10 cu128)."""
+    fw = matrix.framework("torch")
+    assert fw is not None
+    for release in fw.releases:
+        pypi = (
+            next(v for v in release.variants if v.name == release.pypi_variant)
+            if release.pypi_variant
+            else None
+        )
+        if pypi is not None and release.key < (2, 11):
+            assert "linux/arm64" not in pypi.platforms, release.version
+
+
 # --- the rules, on the minimatrix ------------------------------------------------------------------
 
 FW = """[framework]
