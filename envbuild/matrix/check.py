@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 from envbuild.matrix.gpufeatures import has_bf16, has_fp16
-from envbuild.matrix.model import Gpu, Matrix, gpu_keys
+from envbuild.matrix.model import Gpu, Matrix, Variant, gpu_keys
 from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
 from envbuild.matrix.schema import GPU_SEGMENTS
 from envbuild.matrix.versions import format_driver, format_minor
@@ -287,6 +287,24 @@ def known_minors_of(matrix: Matrix) -> set[tuple[int, int]]:
     return {c.version[:2] for c in matrix.cuda}
 
 
+def _check_arch_by_platform(variant: Variant) -> list[str]:
+    """A per-platform arch list is for a platform the build is published for, and says something: a
+    list for a platform the variant lacks would never be read, and one equal to `arch` hides nothing
+    but makes a reader look twice."""
+    errors = []
+    for entry in variant.arch_by_platform:
+        where = f"{variant.prov.where}: arch_by_platform {entry.platform}"
+        if entry.platform not in variant.platforms:
+            errors.append(
+                f"{where}: the build is not published for {entry.platform} (its platforms: "
+                f"{', '.join(variant.platforms) or 'none'}); drop the entry, or add the platform with its "
+                f"platforms_source"
+            )
+        if (entry.arch.sass, entry.arch.ptx) == (variant.arch.sass, variant.arch.ptx):
+            errors.append(f"{where}: the same list as arch ({variant.arch.describe()}); drop the entry")
+    return errors
+
+
 def _check_platforms(matrix: Matrix) -> list[str]:
     """Every build and image says which platforms it publishes, every claim beyond linux/amd64 names
     where it was read, and the GPUs that come only in arm64 hosts (or are Jetson) say so coherently:
@@ -313,6 +331,7 @@ def _check_platforms(matrix: Matrix) -> list[str]:
                         f"{where}: platforms {list(variant.platforms)} without platforms_source; cite the "
                         f"index or file list the non-amd64 wheels were read from"
                     )
+                errors += _check_arch_by_platform(variant)
     for image in matrix.images:
         if not image.platforms:
             errors.append(f"{image.prov.where}: no platforms; give the platforms its tags are published for")

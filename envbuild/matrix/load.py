@@ -30,6 +30,7 @@ from envbuild.matrix.model import (
     Matrix,
     MinorCompat,
     OperatingSystem,
+    PlatformArch,
     Provenance,
     Release,
     Variant,
@@ -41,8 +42,8 @@ from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patc
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_FORMAT = 4  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names);
-# 4: GPU segment, late-SKU floor, precisions and memory
+CACHE_FORMAT = 5  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names);
+# 4: GPU segment, late-SKU floor, precisions and memory; 5: per-platform arch lists (arch_by_platform)
 
 # ---------------------------------------------------------------------------------------------
 # locating and reading the files
@@ -428,6 +429,16 @@ def _platforms_source(*levels: dict[str, Any]) -> str | None:
     return None
 
 
+def _arch_by_platform(variant: dict[str, Any]) -> tuple[PlatformArch, ...]:
+    """The variant's per-platform lists, in platform order (the schema checked each has a source)."""
+    lists = variant.get("arch_by_platform") or {}
+    sources = variant.get("arch_by_platform_source") or {}
+    return tuple(
+        PlatformArch(platform=platform, arch=parse_arch_list(text), source=sources[platform])
+        for platform, text in sorted(lists.items())
+    )
+
+
 def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
     head = data["framework"]
     releases: list[Release] = []
@@ -445,6 +456,7 @@ def _build_framework(rel: str, data: dict[str, Any]) -> Framework:
                 cuda_from=v["cuda_from"],
                 arch=parse_arch_list(v["arch"]),
                 arch_source=v.get("arch_source"),
+                arch_by_platform=_arch_by_platform(v),
                 # the nearest level that says: variant, release, framework; none at all is what
                 # `matrix check` reports (an empty tuple here, never a guessed platform)
                 platforms=tuple(v.get("platforms") or row.get("platforms") or head.get("platforms") or ()),

@@ -92,6 +92,21 @@ class Gpu(Record):
     prov: Provenance
 
 
+class PlatformArch(Record):
+    """A build's arch list on one platform where it differs from the variant's `arch`: PyTorch's
+    aarch64 wheels are compiled for fewer GPUs (8.0 and up) than its x86_64 wheels of the same tag."""
+
+    __slots__ = ("platform", "arch", "source")
+    platform: str  # canonical: linux/arm64
+    arch: ArchList
+    source: str  # where that list was read: a build script, RELEASE.md, or the audited wheel (#sha256=)
+
+    @property
+    def measured(self) -> bool:
+        """Whether `source` is a wheel this list was measured from (`matrix refresh --audit`)."""
+        return ".whl#sha256=" in self.source
+
+
 class Variant(Record):
     __slots__ = (
         "name",
@@ -104,6 +119,7 @@ class Variant(Record):
         "cuda_from",
         "arch",
         "arch_source",
+        "arch_by_platform",
         "platforms",
         "platforms_source",
         "prov",
@@ -118,10 +134,32 @@ class Variant(Record):
     cuda_from: str
     arch: ArchList
     arch_source: str | None  # "<wheel URL>#sha256=<hex>": the arch list was read from that artifact
+    # per-platform lists that differ from `arch` (which is every other platform's: the x86_64 wheel's)
+    arch_by_platform: tuple[PlatformArch, ...]
     # canonical platforms the build is published for (variant, else release, else framework default)
     platforms: tuple[str, ...]
     platforms_source: str | None  # where the arm64 (or any non-default) claim was read
     prov: Provenance
+
+    def platform_arch(self, platform: str) -> PlatformArch | None:
+        """The platform's own list when the row gives one, else None (the platform uses `arch`)."""
+        for entry in self.arch_by_platform:
+            if entry.platform == platform:
+                return entry
+        return None
+
+    def arch_for(self, platform: str) -> ArchList:
+        """The kernels the build carries on `platform`: what resolve, render's labels, the lock and the
+        SBOM must all read, so an arm64 image never claims the x86_64 wheel's GPUs."""
+        entry = self.platform_arch(platform)
+        return entry.arch if entry is not None else self.arch
+
+    def arch_source_for(self, platform: str) -> str | None:
+        """The wheel the platform's list was measured from, or None (read from a document, not a wheel)."""
+        entry = self.platform_arch(platform)
+        if entry is None:
+            return self.arch_source
+        return entry.source if entry.measured else None
 
 
 class Release(Record):

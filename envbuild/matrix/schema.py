@@ -240,6 +240,28 @@ PLATFORM_LIST = _list_of(_one_of(tuple(PLATFORMS)), "platforms")
 # where a row says which platforms it publishes for: the PyPI file list, the index, the image repo
 PLATFORM_FIELDS = {"platforms": (PLATFORM_LIST, False), "platforms_source": (URL, False)}
 
+
+def _per_platform(item: Check, label: str) -> Check:
+    """A table of canonical platform -> value, as `arch_by_platform = { "linux/arm64" = "8.0;9.0" }`."""
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, dict) or not value:
+            return f'expected a table of platform -> {label}, like {{ "linux/arm64" = ... }}'
+        for platform, element in value.items():
+            if platform not in PLATFORMS:
+                return f"{_shown(platform)} is not a platform (write one of: {', '.join(PLATFORMS)})"
+            problem = item(element)
+            if problem:
+                return f"{platform} = {_shown(element)}: {problem}"
+        return None
+
+    return check
+
+
+# a framework build whose kernel list differs by platform: the list, and where each was read
+ARCH_BY_PLATFORM = _per_platform(ARCH, "arch list")
+ARCH_BY_PLATFORM_SOURCE = _per_platform(URL, "source URL (a build script, RELEASE.md or the audited wheel)")
+
 PROVENANCE = {"source": (URL, True), "confidence": (_one_of(CONFIDENCE_LEVELS), False), "note": (STR, False)}
 
 # table name -> key -> (check, required); "array" marks [[tables]], else a single [table].
@@ -349,6 +371,10 @@ TABLES: dict[str, dict[str, tuple[Check, bool]]] = {
         "cuda_from": (_one_of(CUDA_FROM), True),
         "arch": (ARCH, True),
         "arch_source": (ARCH_SOURCE, False),  # set when the arch list was measured from that wheel
+        # where a platform's wheels carry another list (PyTorch's aarch64 builds: 8.0 and up), with
+        # a source for each platform's list; every key is one of the variant's platforms (matrix check)
+        "arch_by_platform": (ARCH_BY_PLATFORM, False),
+        "arch_by_platform_source": (ARCH_BY_PLATFORM_SOURCE, False),
         **PLATFORM_FIELDS,
         **PROVENANCE,
     },
@@ -492,11 +518,35 @@ def validate_file(kind: str, relpath: str, data: dict[str, Any]) -> list[str]:
                         "release.variant", v_index, variant if isinstance(variant, dict) else {}
                     )
                     errors += validate_row("variant", variant, f"{where} {label}")
+                    if isinstance(variant, dict):
+                        errors += _arch_sources(variant, f"{where} {label}")
                     if isinstance(variant, dict) and ("cuda" in variant) == ("cuda_min" in variant):
                         errors.append(
                             f"{where} {label}: give exactly one of 'cuda' (a fixed "
                             f"runtime) or 'cuda_min' (an open range of that major)"
                         )
+    return errors
+
+
+def _arch_sources(variant: dict[str, Any], where: str) -> list[str]:
+    """Each per-platform arch list names its source, and no source stands for a list the row lacks."""
+    lists = variant.get("arch_by_platform")
+    sources = variant.get("arch_by_platform_source")
+    lists = lists if isinstance(lists, dict) else {}
+    sources = sources if isinstance(sources, dict) else {}
+    errors = []
+    for platform in lists:
+        if platform not in sources:
+            errors.append(
+                f"{where}: arch_by_platform gives {platform} a list without a source; add "
+                f'arch_by_platform_source = {{ "{platform}" = "https://..." }} (the build script, '
+                f"RELEASE.md row or audited wheel it was read from)"
+            )
+    for platform in sources:
+        if platform not in lists:
+            errors.append(
+                f"{where}: arch_by_platform_source names {platform}, which arch_by_platform does not list"
+            )
     return errors
 
 

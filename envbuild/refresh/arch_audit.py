@@ -1,7 +1,9 @@
 """`envbuild matrix refresh --audit`: each PyPI-hosted framework row's arch list against its wheels.
 
 For every release of a row, the Linux x86_64 wheel that carries the framework's kernels (the JAX
-CUDA plugin, tensorflow, torch) is found on PyPI, only its kernel libraries (envbuild.audit.libraries)
+CUDA plugin, tensorflow, torch) is found on PyPI, and for a row published for linux/arm64 its Linux
+aarch64 wheel too (PyTorch builds those for fewer GPUs, so their list is the row's `arch_by_platform`
+entry, with the audited wheel as its source), only its kernel libraries (envbuild.audit.libraries)
 are read by range requests, and cuobjdump lists their SASS and PTX. When every release of the row
 agrees, the row is confirmed (its `confidence` goes, `arch_source` names the newest wheel by URL and
 sha256) or corrected to the measured list; when releases disagree the row needs splitting, which is
@@ -30,6 +32,8 @@ from envbuild.refresh.pypi import _pick_wheel
 from envbuild.refresh.upstream import DistFile, Http, pypi_releases
 
 PYPI_INDEX = "https://pypi.org/simple"
+DEFAULT_PLATFORM = "linux/amd64"  # the platform `arch` is measured on (the x86_64 wheel)
+_AARCH64_RE = re.compile(r"-cp(\d)(\d+)-cp\d+-(?:manylinux|linux)[^/]*aarch64\.whl$")
 _ENTRY_ARCH_RE = re.compile(r"^(?:ELF|PTX) file\s+\d+:.*\.sm_(\d+[af]?)\.(?:cubin|ptx)$")
 
 
@@ -71,6 +75,28 @@ def entry_counts(path: str, binary: str) -> Counter[str]:
     return counts
 
 
+def pick_aarch64_wheel(files: list[DistFile]) -> DistFile | None:
+    """The release's Linux aarch64 CPython wheel: cp311 if there is one, else the newest CPython (as
+    the x86_64 pick); free-threaded (cp313t) builds are left out by the ABI tag."""
+    found = [f for f in files if not f.yanked and _AARCH64_RE.search(f.filename)]
+    for f in found:
+        if "-cp311-cp311-" in f.filename:
+            return f
+    if not found:
+        return None
+    return max(found, key=lambda f: [int(x) for x in _AARCH64_RE.search(f.filename).groups()])  # type: ignore[union-attr]
+
+
+def variant_platforms(data: dict[str, Any], row: dict[str, Any], variant: dict[str, Any]) -> list[str]:
+    """The platforms a variant is published for: the nearest level that says (as the loader reads it)."""
+    return list(variant.get("platforms") or row.get("platforms") or data["framework"].get("platforms") or ())
+
+
+def inline_table(entries: dict[str, str]) -> str:
+    """`{ "linux/arm64" = "8.0;9.0" }`: the file's style for a per-platform value, on one line."""
+    return "{ " + ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in sorted(entries.items())) + " }"
+
+
 def kernel_member(framework: str, name: str) -> bool:
     """Whether the wheel member `name` is a library `framework` loads its kernels from."""
     return ".so" in os.path.basename(name) and any(
@@ -104,6 +130,8 @@ class ArchAudit:
                     off_pypi.append(subject)
                     continue
                 findings += self._row(row, variant, project, subject)
+                if "linux/arm64" in variant_platforms(self.data, row, variant):
+                    findings += self._row(row, variant, project, f"{subject} (linux/arm64)", "linux/arm64")
         if off_pypi:
             findings.append(
                 self._finding(
@@ -117,11 +145,15 @@ class ArchAudit:
             )
         return findings
 
-    def wheel_kernels(self, project: str, version: str) -> WheelKernels | str:
-        """The measured kernels of `project` `version`'s wheel, or why there are none."""
-        wheel = _pick_wheel(self.releases(project).get(version, []))
+    def wheel_kernels(
+        self, project: str, version: str, platform: str = DEFAULT_PLATFORM
+    ) -> WheelKernels | str:
+        """The measured kernels of `project` `version`'s wheel for `platform`, or why there are none."""
+        files = self.releases(project).get(version, [])
+        wheel = _pick_wheel(files) if platform == DEFAULT_PLATFORM else pick_aarch64_wheel(files)
+        machine = "x86_64" if platform == DEFAULT_PLATFORM else "aarch64"
         if wheel is None or wheel.filename.endswith("-none-any.whl"):
-            return f"no Linux x86_64 wheel of {project} {version} on PyPI"
+            return f"no Linux {machine} wheel of {project} {version} on PyPI"
         with tempfile.TemporaryDirectory(prefix="envbuild-refresh-audit-") as scratch:
             read = read_members(self.http, wheel.url, lambda n: kernel_member(self.name, n), scratch)
             counts: dict[str, Counter[str]] = {}
@@ -144,21 +176,30 @@ class ArchAudit:
             bytes_read=read.bytes_read,
         )
 
-    def _row(self, row: dict[str, Any], variant: dict[str, Any], project: str, subject: str) -> list[Finding]:
+    def _row(
+        self,
+        row: dict[str, Any],
+        variant: dict[str, Any],
+        project: str,
+        subject: str,
+        platform: str = DEFAULT_PLATFORM,
+    ) -> list[Finding]:
         audited: list[WheelKernels] = []
         missing: list[str] = []
         for version in row["versions"]:
-            result = self.wheel_kernels(project, version)
+            result = self.wheel_kernels(project, version, platform)
             (missing if isinstance(result, str) else audited).append(result)  # type: ignore[arg-type]
         if not audited:
+            if platform != DEFAULT_PLATFORM:  # PyTorch's aarch64 PyPI wheel is CPU-only up to 2.10
+                return []
             return [self._finding("flag", subject, "; ".join(missing), self.pypi_url, None)]
+        said = self._said(variant, platform)
         groups: dict[tuple[frozenset, frozenset], list[WheelKernels]] = {}
         for one in audited:  # the arch list decides; the counts of special kernels may vary by release
             groups.setdefault((one.measured.sass, one.measured.ptx), []).append(one)
         if len(groups) > 1:
             parts = [
-                f"{', '.join(w.version for w in group)}: "
-                + compare(variant["arch"], group[0].measured).proposed
+                f"{', '.join(w.version for w in group)}: " + compare(said, group[0].measured).proposed
                 for group in groups.values()
             ]
             detail = (
@@ -167,18 +208,71 @@ class ArchAudit:
             )
             return [self._finding("flag", subject, detail, audited[-1].wheel.url, None)]
         newest = audited[-1]
-        comparison = compare(variant["arch"], newest.measured)
+        comparison = compare(said, newest.measured)
         if newest.wheel.sha256 is None:
             detail = f"{newest.wheel.filename}: the index gives no sha256 to name the wheel by"
             return [self._finding("flag", subject, detail, newest.wheel.url, None)]
         arch_source = f"{newest.wheel.url}#sha256={newest.wheel.sha256}"
-        same_wheel = str(variant.get("arch_source", "")).endswith(f"#sha256={newest.wheel.sha256}")
-        if comparison.confirmed and same_wheel and "confidence" not in variant:
-            return []  # measured before from this very wheel (a mirror may name it by another URL)
-        findings = [self._correction(variant, subject, audited, comparison, arch_source)]
-        if missing:
+        if platform != DEFAULT_PLATFORM:
+            finding = self._platform_correction(variant, subject, audited, comparison, arch_source, platform)
+            findings = [finding] if finding is not None else []
+        else:
+            same_wheel = str(variant.get("arch_source", "")).endswith(f"#sha256={newest.wheel.sha256}")
+            if comparison.confirmed and same_wheel and "confidence" not in variant:
+                return []  # measured before from this very wheel (a mirror may name it by another URL)
+            findings = [self._correction(variant, subject, audited, comparison, arch_source)]
+        if missing and findings:
             findings.append(self._finding("flag", subject, "; ".join(missing), self.pypi_url, None))
         return findings
+
+    @staticmethod
+    def _said(variant: dict[str, Any], platform: str) -> str:
+        """The list the row gives `platform`: its own entry, else `arch`."""
+        own = variant.get("arch_by_platform") or {}
+        return str(own.get(platform, variant["arch"]))
+
+    def _platform_correction(
+        self,
+        variant: dict[str, Any],
+        subject: str,
+        audited: list[WheelKernels],
+        comparison: Comparison,
+        wheel: str,
+        platform: str,
+    ) -> Finding | None:
+        """The row's `arch_by_platform` entry for `platform` set to what its wheel carries, with the
+        wheel as the entry's source; None when the row already says so from this very wheel. A wheel
+        whose kernels are exactly `arch` needs no entry, and one the row has is dropped."""
+        lists = dict(variant.get("arch_by_platform") or {})
+        sources = dict(variant.get("arch_by_platform_source") or {})
+        sha = wheel.rsplit("#sha256=", 1)[1]
+        if comparison.confirmed and str(sources.get(platform, "")).endswith(f"#sha256={sha}"):
+            return None
+        newest = audited[-1]
+        versions = ", ".join(w.version for w in audited)
+        same_as_arch = compare(variant["arch"], newest.measured).confirmed
+        if same_as_arch:
+            if platform not in lists:
+                return None  # the wheel carries `arch` itself: nothing the row should say differently
+            lists.pop(platform)
+            sources.pop(platform, None)
+            detail = f"{platform}: the {versions} wheel carries arch {variant['arch']} itself; the entry goes"
+        else:
+            proposed = comparison.proposed
+            lists[platform] = proposed
+            sources[platform] = wheel
+            detail = f"{platform} arch {self._said(variant, platform)} -> {proposed} (read from {versions})"
+            if comparison.differences:
+                detail += ": " + "; ".join(comparison.differences)
+            if newest.measured.extra:
+                detail += f"; outside the build's list: {'; '.join(newest.measured.extra)}"
+        changes = []
+        for key, entries in (("arch_by_platform", lists), ("arch_by_platform_source", sources)):
+            changes.append(f"{key} = {inline_table(entries)}" if entries else f"-{key}")
+        anchor = f"{self._first_version(variant)} {variant['name']}"
+        return self._finding(
+            "add", subject, detail, wheel, Edit(kind="set-variant", anchor=anchor, text="\n".join(changes))
+        )
 
     def _correction(
         self,

@@ -461,7 +461,7 @@ def _image_labels(
         labels.PYTHON: python,
         labels.MIN_DRIVER: format_driver(stack.min_driver),
         labels.COMPAT: stack.mode,
-        labels.GPU_ARCH: variant.arch.describe(),
+        labels.GPU_ARCH: variant.arch_for(platform).describe(),  # this image's platform's kernels
         labels.SPEC_DIGEST: f"sha256:{spec.digest}",
         labels.PLATFORM: platform,
         **smoke_labels(spec.smoke),  # what `envbuild verify IMAGE` smokes it with, away from the spec

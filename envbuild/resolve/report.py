@@ -56,8 +56,10 @@ def stack_json(stack: Stack, strategy: str | None = None) -> dict[str, Any]:
         "cuda_from": variant.cuda_from,
         "extra": variant.extra,
         "pypi_default": stack.release.pypi_variant == variant.name,
-        "arch": variant.arch.describe(),
-        "arch_source": variant.arch_source,  # the wheel the arch list was measured from, or None
+        # the kernels of the build for the stack's own platform (an arm64 wheel carries fewer), which the
+        # lock, the image's label and the SBOM repeat
+        "arch": variant.arch_for(stack.platform).describe(),
+        "arch_source": variant.arch_source_for(stack.platform),  # the wheel it was measured from, or None
         # tool wheels pinned to their own bound above `cuda` (JAX's ptxas), and the wheel whose METADATA
         # the pins and the base-image check were held to (None: not measured)
         "toolchain": dict(stack.toolchain),

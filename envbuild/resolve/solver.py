@@ -67,6 +67,7 @@ class Stack(Record):
         "cudnn_pin",
         "toolchain",
         "needs",
+        "platform",
     )
     framework: Framework
     release: Release
@@ -80,6 +81,7 @@ class Stack(Record):
     # (wheel, pin) of tool wheels the build needs newer than `cuda` (JAX's ptxas: nvcc>=12.6.85,<13)
     toolchain: tuple[tuple[str, str], ...]
     needs: Requirements | None  # the build's requirements.toml row (None: not measured)
+    platform: str  # the platform the stack was resolved for: its arch list is that platform's
 
     @property
     def rank(self) -> tuple:
@@ -456,16 +458,21 @@ class _Resolver:
         return stack.replace(caveats=tuple(caveats), toolchain=tools, needs=row)  # type: ignore[return-value]
 
     def _gpu_failure(self, variant: Variant, *, allow_ptx: bool) -> Failure | None:
+        platform = self.query.platform
+        arch = variant.arch_for(platform)
+        # a per-platform list is named with its platform: "the build's linux/arm64 archs 8.0;9.0" tells
+        # a T4 user on arm64 why the amd64 wheel of the same tag would have run
+        whose = f"{platform} archs" if variant.platform_arch(platform) else "archs"
         for gpu in self.query.gpus:
-            if variant.arch.covers(gpu.cc, allow_ptx=allow_ptx):
+            if arch.covers(gpu.cc, allow_ptx=allow_ptx):
                 continue
-            only_ptx = variant.arch.covers(gpu.cc, allow_ptx=True)
+            only_ptx = arch.covers(gpu.cc, allow_ptx=True)
             why = " (PTX only, and minor-version compatibility cannot JIT it)" if only_ptx else ""
             return Failure(
                 kind="gpu",
                 text=f"no kernel image is available for execution on the device: "
-                f"{_gpu_label(gpu)} is not in the build's archs "
-                f"{variant.arch.describe()}{why}",
+                f"{_gpu_label(gpu)} is not in the build's {whose} "
+                f"{arch.describe()}{why}",
                 relax=f"dropping --gpu {gpu.name}",
             )
         return None
@@ -492,7 +499,7 @@ class _Resolver:
             caveats.append(COMPAT_CAVEAT.format(cuda=format_minor(cuda), driver=self.driver_text))
         for gpu in self.query.gpus:
             provs.append(gpu.prov)
-            if variant.arch.covers(gpu.cc) == "ptx":
+            if variant.arch_for(self.query.platform).covers(gpu.cc) == "ptx":
                 caveats.append(
                     f"{_gpu_label(gpu)} runs this build through PTX JIT only: the first "
                     f"launch of each kernel compiles it, and the JIT cache needs room"
@@ -526,6 +533,7 @@ class _Resolver:
             cudnn_pin=pin,
             toolchain=(),
             needs=None,
+            platform=self.query.platform,
         )
 
     def problems(self) -> list[str]:

@@ -72,9 +72,12 @@ def options(matrix: Matrix, variant: Variant) -> list[tuple[int, int]]:
     ]
 
 
-def covered(variant: Variant, cc: tuple[int, int], native: bool) -> bool:
-    sass = any(s[0] == cc[0] and s[1] <= cc[1] for s in variant.arch.sass)
-    return sass or (native and any(p <= cc for p in variant.arch.ptx))
+def covered(variant: Variant, cc: tuple[int, int], native: bool, platform: str) -> bool:
+    """Whether the build's kernels on `platform` (its own list there, else `arch`) run on `cc`."""
+    own = {entry.platform: entry.arch for entry in variant.arch_by_platform}
+    arch = own.get(platform, variant.arch)
+    sass = any(s[0] == cc[0] and s[1] <= cc[1] for s in arch.sass)
+    return sass or (native and any(p <= cc for p in arch.ptx))
 
 
 def cudnn_floor(matrix: Matrix, version: tuple[int, int]) -> tuple[int, int]:
@@ -182,7 +185,7 @@ def oracle(matrix: Matrix, q: Query, spec, release: Release, variant: Variant) -
         if not (native or compat):
             continue
         if (
-            all(covered(variant, gpu.cc, native) for gpu in q.gpus)
+            all(covered(variant, gpu.cc, native, q.platform) for gpu in q.gpus)
             and cudnn_fits(matrix, q, variant, cuda)
             and needs_met(matrix, q, release, variant, cuda)
         ):
@@ -220,7 +223,7 @@ def test_stacks_and_rejections_agree_with_the_rules(data: st.DataObject) -> None
         assert query.driver.at_least(stack.min_driver)
         assert stack.cuda in options(matrix, stack.variant)
         assert query.python is None or stack.python == query.python
-        assert all(covered(stack.variant, g.cc, stack.mode == "native") for g in query.gpus)
+        assert all(covered(stack.variant, g.cc, stack.mode == "native", query.platform) for g in query.gpus)
         if stack.cudnn_pin is not None:  # a pin is only ever to a release with kernels for every GPU
             assert query.gpus and min(g.cc for g in query.gpus) >= cudnn_floor(matrix, stack.cudnn_pin)
     for rejection in result.rejected:
