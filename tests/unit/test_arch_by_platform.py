@@ -283,7 +283,7 @@ def test_the_sbom_of_an_arm64_build_names_the_arm64_kernels(rendered: Path) -> N
 # --- item 6: back to R470 --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("gpu", ["Tesla P100", "Tesla K80"])  # Pascal 6.0, Kepler 3.7: sm_60 / sm_37
+@pytest.mark.parametrize("gpu", ["Tesla P4", "Tesla P100", "Tesla K80"])  # 6.1 runs the sm_60 cubins
 def test_an_r470_host_on_python_3_10_gets_torch_1_12_1_cu113_natively(
     gpu: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
