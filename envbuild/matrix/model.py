@@ -6,10 +6,9 @@ it rests on. Loading the files is envbuild.matrix.load.
 
 from __future__ import annotations
 
-import re
-
 from envbuild._util.record import Record
 from envbuild.matrix.arch import ArchList
+from envbuild.matrix.gpunames import loose_key, name_key, name_tokens
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.requirements import Requirements
 
@@ -266,47 +265,54 @@ def image_platforms(image: Image) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# GPU names: one key per spelling, so "H100", "h100 sxm" and nvidia-smi's "NVIDIA H100 80GB HBM3"
-# find the same row (and `matrix check` can refuse two rows claiming one key)
-
-_NAME_JUNK = re.compile(r"[\s_\-]+")
-_VENDOR_PREFIXES = ("nvidia", "geforce", "tesla", "quadro")
+# GPU names: one key per spelling (envbuild.matrix.gpunames), so "H100", "h100 sxm" and nvidia-smi's
+# "NVIDIA H100 80GB HBM3" find the same row (and `matrix check` can refuse two rows claiming one key)
 
 
 def gpu_tokens(text: str) -> tuple[str, ...]:
-    """Lower-cased words without vendor prefixes: "NVIDIA GeForce RTX 4090" -> ("rtx", "4090")."""
-    tokens = [t for t in _NAME_JUNK.split(text.lower()) if t]
-    while tokens and tokens[0] in _VENDOR_PREFIXES:
-        tokens.pop(0)
-    return tuple(tokens)
+    """The telling words of a GPU name: "NVIDIA GeForce RTX 4090" -> ("rtx", "4090"),
+    "NVIDIA A100-SXM4-80GB" -> ("a100",) (gpunames.name_tokens)."""
+    return name_tokens(text)
 
 
 def gpu_keys(gpu: Gpu) -> set[str]:
-    return {"".join(gpu_tokens(label)) for label in (gpu.name, *gpu.aliases)} - {""}
+    """Every key the row answers to: its name's and each alias's."""
+    return {name_key(label) for label in (gpu.name, *gpu.aliases)} - {""}
+
+
+# the index of the last few GPU tuples keyed: resolve, doctor and the platform choice each look names
+# up, and keying a catalogue of hundreds of rows costs milliseconds (issue 34 item 9). Keyed by the
+# tuple's identity, holding the tuple, so an id is never reused while its entry lives.
+_INDEXES: dict[int, tuple[tuple[Gpu, ...], dict[str, Gpu]]] = {}
+_INDEXES_KEPT = 4
 
 
 def gpu_index(matrix: Matrix) -> dict[str, Gpu]:
+    """key -> row, the first row for a key (`matrix check` refuses a key two rows share); built once
+    per matrix a process holds. Callers must not change it."""
+    entry = _INDEXES.get(id(matrix.gpus))
+    if entry is not None and entry[0] is matrix.gpus:
+        return entry[1]
     index: dict[str, Gpu] = {}
     for gpu in matrix.gpus:
         for key in gpu_keys(gpu):
             index.setdefault(key, gpu)
+    if len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[id(matrix.gpus)] = (matrix.gpus, index)
     return index
 
 
 def find_gpu(matrix: Matrix, text: str, index: dict[str, Gpu] | None = None) -> Gpu | None:
-    """The row a GPU name or alias names (case-, space- and dash-insensitive), or None.
+    """The row a GPU name or alias names, however it is spelled or nvidia-smi prints it, or None.
 
-    Names as nvidia-smi prints them ("NVIDIA H100 80GB HBM3") resolve by the longest known name
-    whose words they start with; "H1000" does not match "H100".
-    """
+    The name's key must be a row's key exactly ("H1000" is not "H100", "A10G" not "A10"): a prefix
+    match would give "RTX 3080 Ti" the RTX 3080 row and "RTX 6000 Ada Generation" the Turing RTX 6000
+    whenever the catalogue lacked the longer name. Soft words ("Laptop GPU", "Server Edition") are
+    dropped only when no row keeps them (gpunames.loose_key)."""
     index = index if index is not None else gpu_index(matrix)
-    tokens = gpu_tokens(text)
-    if "".join(tokens) in index:
-        return index["".join(tokens)]
-    best: tuple[int, Gpu] | None = None
-    for gpu in matrix.gpus:
-        for label in (gpu.name, *gpu.aliases):
-            known = gpu_tokens(label)
-            if known and tokens[: len(known)] == known and (best is None or len(known) > best[0]):
-                best = (len(known), gpu)
-    return best[1] if best else None
+    found = index.get(name_key(text))
+    if found is None:
+        loose = loose_key(text)
+        found = index.get(loose) if loose else None
+    return found
