@@ -6,11 +6,11 @@ output in public threads, each with its source and the row it must find.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from envbuild._util import toml
 from envbuild.errors import UsageError
 from envbuild.matrix.check import check_matrix
 from envbuild.matrix.gpunames import loose_key, model_number, name_key, similar_names
@@ -19,7 +19,7 @@ from envbuild.matrix.model import Gpu, Matrix, find_gpu, gpu_index
 from envbuild.resolve.query import build_query
 from tests.helpers.paths import FIXTURES
 
-CAPTURED = tomllib.loads((FIXTURES / "gpu-names" / "nvidia-smi-names.toml").read_text())["name"]
+CAPTURED = toml.loads((FIXTURES / "gpu-names" / "nvidia-smi-names.toml").read_text())["name"]
 
 
 def _id(entry: dict) -> str:
