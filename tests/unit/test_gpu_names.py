@@ -188,3 +188,106 @@ def test_matrix_check_names_an_alias_that_reaches_another_row(matrix_copy: Path)
         for e in errors
     ), errors
     assert any("gpus.toml: A30: alias 'NVIDIA' normalises to nothing" in e for e in errors), errors
+
+
+# --- envbuild matrix gpus --------------------------------------------------------------------
+
+
+def gpus_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from envbuild.cli.app import main
+
+    code = main(["matrix", "gpus", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def listed(out: str) -> list[str]:
+    """The row names of the text listing (`8.6   RTX 3090  (also: ...)`)."""
+    return [line[6:].split("  (also:")[0] for line in out.splitlines()]
+
+
+@pytest.mark.parametrize("cc", ["8.6", "sm_86", "compute_86"])
+def test_matrix_gpus_by_capability(capsys: pytest.CaptureFixture[str], matrix: Matrix, cc: str) -> None:
+    code, out, _ = gpus_cli(capsys, "--cc", cc)
+    assert code == 0
+    assert listed(out) == sorted(g.name for g in matrix.gpus if g.cc == (8, 6))
+    assert "RTX 3090" in listed(out) and "A100" not in listed(out)
+
+
+@pytest.mark.parametrize(
+    ("word", "rows"),
+    [
+        ("3090", ["RTX 3090"]),
+        ("rtx a", ["RTX A6000"]),
+        ("NVIDIA A100-SXM4-80GB", ["A100"]),
+        ("NVIDIA GeForce RTX 4090 Laptop GPU", ["RTX 4090"]),
+        ("h200", ["GH200", "H200"]),
+    ],
+)
+def test_matrix_gpus_by_word(
+    capsys: pytest.CaptureFixture[str], matrix: Matrix, word: str, rows: list[str]
+) -> None:
+    """The rows named are listed, and every row listed is one the word names or whose name or an
+    alias contains it (the catalogue grows: "3090" may also list an RTX 3090 Ti)."""
+    code, out, _ = gpus_cli(capsys, word)
+    assert code == 0
+    assert set(rows) <= set(listed(out))
+    named = find_gpu(matrix, word)
+    for name in listed(out):
+        gpu = _row(matrix, name)
+        assert gpu is named or any(name_key(word) in name_key(x) for x in (gpu.name, *gpu.aliases)), name
+    assert "T4" not in listed(out)
+
+
+def test_matrix_gpus_word_and_capability_together(capsys: pytest.CaptureFixture[str], matrix: Matrix) -> None:
+    code, out, _ = gpus_cli(capsys, "rtx", "--cc", "8.9")
+    assert code == 0
+    assert {"RTX 4080", "RTX 4090", "RTX 6000 Ada"} <= set(listed(out))
+    assert all(_row(matrix, name).cc == (8, 9) for name in listed(out))
+    assert "L40S" not in listed(out) and "RTX 3090" not in listed(out)
+
+
+def test_matrix_gpus_json_is_one_shape_for_every_row(
+    capsys: pytest.CaptureFixture[str], matrix: Matrix
+) -> None:
+    import json
+
+    code, out, _ = gpus_cli(capsys, "--json")
+    assert code == 0
+    rows = json.loads(out)["gpus"]
+    assert len(rows) == len(matrix.gpus)
+    keys = [
+        "name",
+        "aliases",
+        "compute_capability",
+        "architecture",
+        "segment",
+        "first_cuda",
+        "min_driver_branch",
+        "max_driver_branch",
+        "bf16",
+        "fp16",
+        "memory_gb",
+        "source",
+    ]
+    assert all(list(row) == keys for row in rows)
+    k80 = next(r for r in rows if r["name"] == "Tesla K80")
+    assert (k80["compute_capability"], k80["max_driver_branch"], k80["bf16"]) == ("3.7", 470, False)
+    assert k80["source"].startswith("https://")
+    code, out, _ = gpus_cli(capsys, "--cc", "9.0", "--json")
+    assert {r["name"] for r in json.loads(out)["gpus"]} == {g.name for g in matrix.gpus if g.cc == (9, 0)}
+    assert {"H100", "H200", "GH200"} <= {r["name"] for r in json.loads(out)["gpus"]}
+
+
+def test_matrix_gpus_without_a_match_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = gpus_cli(capsys, "zz9999")
+    assert (code, out) == (1, "")
+    assert "no GPU in the matrix matches 'zz9999'" in err
+
+
+@pytest.mark.parametrize("bad", ["eight", "8", "sm", "8.x"])
+def test_matrix_gpus_bad_capability_exits_2(capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    code, out, err = gpus_cli(capsys, "--cc", bad)
+    assert (code, out) == (2, "")
+    assert f"error: --cc {bad!r} is not a compute capability" in err
+    assert "8.6" in err and "sm_86" in err and "Traceback" not in err
