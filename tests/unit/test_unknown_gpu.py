@@ -1,5 +1,5 @@
-"""doctor on a GPU the catalogue lacks (issue 34 item 2): judged by nvidia-smi's compute_cap, said to
-be unknown with how to add its row, and never a failed host for being unknown.
+"""doctor and init on a GPU the catalogue lacks (issue 34 item 2): judged by nvidia-smi's compute_cap,
+said to be unknown with how to add its row, and never a failed host for being unknown.
 
 The GPU is the GeForce RTX 5060 Ti of the 610.43.02 capture (tests/fixtures/nvidia-smi/SOURCES.md),
 compute capability 12.0 as NVIDIA's CUDA GPUs page lists the GeForce RTX 50 series. Its row is
@@ -8,16 +8,15 @@ taken out of a matrix copy, so the tests stay true once the catalogue lists it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from envbuild.host.doctor import check_gpu_support
 from envbuild.host.nvsmi import SmiReport, parse_query
-from envbuild.matrix.gpunames import name_key
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix
+from tests.helpers.gpurows import without_gpu_row
 from tests.helpers.nvsmi import by_name, doctor
 
 RTX_5060_TI = "NVIDIA GeForce RTX 5060 Ti"
@@ -30,22 +29,9 @@ H100_ROW = (
 )
 
 
-def without_row(matrix_copy: Path, name: str) -> Path:
-    """The copy without the [[gpu]] row that `name` names (when the catalogue has one)."""
-    gpus = matrix_copy / "gpus.toml"
-    blocks = re.split(r"(?m)^(?=\[\[gpu\]\])", gpus.read_text())
-    kept = [
-        b
-        for b in blocks
-        if not (m := re.search(r'(?m)^name = "([^"]+)"', b)) or name_key(m.group(1)) != name_key(name)
-    ]
-    gpus.write_text("".join(kept))
-    return matrix_copy
-
-
 @pytest.fixture
 def lacking(matrix_copy: Path) -> Matrix:
-    return load_matrix(without_row(matrix_copy, "RTX 5060 Ti"))
+    return load_matrix(without_gpu_row(matrix_copy, "RTX 5060 Ti"))
 
 
 def report(csv: str, driver: str) -> SmiReport:
@@ -95,10 +81,30 @@ def test_through_the_doctor_with_the_captured_banner(
     capsys: pytest.CaptureFixture[str], fake_smi, matrix_copy: Path
 ) -> None:
     fake_smi("banner_kmd_610_rtx5060ti_processes.txt", query_csv=QUERY_5060)
-    _, result = doctor(capsys, "--matrix", str(without_row(matrix_copy, "RTX 5060 Ti")))
+    _, result = doctor(capsys, "--matrix", str(without_gpu_row(matrix_copy, "RTX 5060 Ti")))
     checks = by_name(result)
     gpus = checks["driver vs GPUs"]
     assert gpus["status"] == "warn"
     assert "judged by its compute capability 12.0" in gpus["evidence"]
     assert "matrix check" in gpus["fix"]
     assert checks["GPU 0"]["status"] != "fail"
+
+
+def test_init_writes_an_unknown_gpu_as_its_capability_and_says_so(
+    capsys: pytest.CaptureFixture[str], fake_smi, matrix_copy: Path, tmp_path: Path
+) -> None:
+    from envbuild.cli.app import main
+    from envbuild.spec.model import load_spec
+
+    fake_smi("banner_kmd_610_rtx5060ti_processes.txt", query_csv=QUERY_5060)
+    spec = tmp_path / "envbuild.toml"
+    matrix_dir = str(without_gpu_row(matrix_copy, "RTX 5060 Ti"))
+    code = main(["init", "-f", str(spec), "--matrix", matrix_dir])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert load_spec(str(spec)).targets[0].stack.gpus == ("sm_120",)
+    assert (
+        f"nvidia-smi reports GPU {RTX_5060_TI!r}, which the GPU catalogue does not know: written as its "
+        in out
+    )
+    assert "compute capability sm_120; to name it, add its [[gpu]] row" in out
