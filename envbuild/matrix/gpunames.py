@@ -36,11 +36,11 @@ from envbuild._util.record import Record
 
 VENDOR_PREFIXES = ("nvidia", "geforce", "tesla", "quadro")
 _SPLIT = re.compile(r"[^a-z0-9]+")
-_MEMORY_SIZE = re.compile(r"\d+(?:gb|g|mb)")  # 80gb, 480gb, 144g (GH200), 12gb
 _MEMORY_UNITS = ("gb", "mb")  # "16 GB": the number before the unit goes too
-_MEMORY_TYPE = re.compile(r"hbm\d?e?|gddr\d+x?")
-_FORM_FACTOR = re.compile(r"sxm\d*|pcie|nvl\d*")
-_FILLER = ("generation",)
+# one pattern for every dropped word (one match per word: a catalogue of hundreds of rows is keyed
+# on a cache miss): memory sizes (80gb, 480gb, GH200's 144g), memory types (HBM3e, GDDR6X), form
+# factors (SXM5, PCIe, NVL72) and "Generation"
+_DROPPED = re.compile(r"\d+(?:gb|g|mb)|hbm\d?e?|gddr\d+x?|sxm\d*|pcie|nvl\d*|generation")
 # dropped only when no row keeps them (longest first, so "laptop gpu" goes before "laptop")
 SOFT_PHRASES = (
     ("with", "max", "q", "design"),
@@ -66,12 +66,7 @@ def name_tokens(text: str) -> tuple[str, ...]:
             if kept and kept[-1].isdigit() and len(kept) > 1:  # "16 GB", never a model number alone
                 kept.pop()
             continue
-        if (
-            _MEMORY_SIZE.fullmatch(word)
-            or _MEMORY_TYPE.fullmatch(word)
-            or _FORM_FACTOR.fullmatch(word)
-            or word in _FILLER
-        ):
+        if _DROPPED.fullmatch(word):
             continue
         kept.append(word)
     return tuple(kept)

@@ -33,6 +33,7 @@ from envbuild.matrix.model import (
     Provenance,
     Release,
     Variant,
+    remember_gpu_keys,
 )
 from envbuild.matrix.requirements import FILE as REQUIREMENTS_FILE
 from envbuild.matrix.requirements import Requirements, build_requirements
@@ -41,8 +42,8 @@ from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patc
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_FORMAT = 4  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names);
-# 4: GPU segment, late-SKU floor, precisions and memory
+CACHE_FORMAT = 5  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names);
+# 4: GPU segment, late-SKU floor, precisions and memory; 5: the GPU name keys (gpus.toml's "keys")
 
 # ---------------------------------------------------------------------------------------------
 # locating and reading the files
@@ -246,6 +247,8 @@ def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
             continue
         errors += validate_file(kind, rel, parsed)
         raw[rel] = {"kind": kind, "data": parsed}
+    if not errors:
+        _add_gpu_keys(raw)
     if errors:
         shown = "\n  ".join(errors[:25])
         more = f"\n  ... and {len(errors) - 25} more" if len(errors) > 25 else ""
@@ -254,6 +257,31 @@ def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
             fix="correct the rows named above (schema: matrix/README.md)",
         )
     return raw
+
+
+def _add_gpu_keys(raw: dict[str, Any]) -> None:
+    """gpus.toml's entry gains "keys": every name and alias key -> the position of the first row that
+    has it. Keying hundreds of rows through the name normaliser costs milliseconds; stored in the
+    cache entry, a cached load only builds a dict (issue 34 item 9)."""
+    from envbuild.matrix.gpunames import name_key
+
+    for entry in raw.values():
+        if entry["kind"] != "gpus":
+            continue
+        keys: dict[str, int] = {}
+        for position, row in enumerate(entry["data"].get("gpu", ())):
+            for label in (row["name"], *row.get("aliases", ())):
+                key = name_key(label)
+                if key:
+                    keys.setdefault(key, position)
+        entry["keys"] = keys
+
+
+def _remember_gpu_keys(gpus: tuple[Gpu, ...], keys: object) -> None:
+    """The cached keys, for the rows' index on first use (model.gpu_index checks their shape then:
+    most processes look no name up, and pay nothing here but the JSON)."""
+    if isinstance(keys, dict) and keys:
+        remember_gpu_keys(gpus, keys)
 
 
 def _write_cache(cache_file: str, content: dict[str, Any]) -> None:
@@ -299,6 +327,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
     oses: dict[str, OperatingSystem] = {}
     image_policy: ImagePolicy | None = None
     requirement_rows: dict[tuple[str, str, str], Requirements] = {}
+    gpu_keys: object = None
     for rel, entry in raw.items():
         data = entry["data"]
         kind = entry["kind"]
@@ -363,6 +392,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                     prov=_prov(rel, "[image_policy]", policy),
                 )
         elif kind == "gpus":
+            gpu_keys = entry.get("keys")
             for row in data["gpu"]:
                 cc = parse_minor(row["compute_capability"])
                 gpus.append(
@@ -403,6 +433,8 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
     frameworks.sort(key=lambda fw: (order.get(fw.name, len(order)), fw.name))
     cuda.sort(key=lambda c: c.version)
     ga_floor = {c.version[:2]: c for c in cuda if c.ga}
+    gpu_rows = tuple(gpus)
+    _remember_gpu_keys(gpu_rows, gpu_keys)
     return Matrix(
         root=root,
         digest=digest,
@@ -410,7 +442,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
         ga_floor=ga_floor,
         minor_compat=minor_compat,
         branches=branches,
-        gpus=tuple(gpus),
+        gpus=gpu_rows,
         frameworks=tuple(frameworks),
         images=tuple(images),
         cudnn=tuple(cudnn),

@@ -282,25 +282,54 @@ def gpu_keys(gpu: Gpu) -> set[str]:
 
 # the index of the last few GPU tuples keyed: resolve, doctor and the platform choice each look names
 # up, and keying a catalogue of hundreds of rows costs milliseconds (issue 34 item 9). Keyed by the
-# tuple's identity, holding the tuple, so an id is never reused while its entry lives.
-_INDEXES: dict[int, tuple[tuple[Gpu, ...], dict[str, Gpu]]] = {}
+# tuple's identity, holding the tuple, so an id is never reused while its entry lives. An entry is an
+# index, or the cached key -> row position map it is built from on first use (load.py).
+_INDEXES: dict[int, tuple[tuple[Gpu, ...], dict[str, Gpu] | dict[str, int]]] = {}
 _INDEXES_KEPT = 4
 
 
 def gpu_index(matrix: Matrix) -> dict[str, Gpu]:
     """key -> row, the first row for a key (`matrix check` refuses a key two rows share); built once
-    per matrix a process holds. Callers must not change it."""
-    entry = _INDEXES.get(id(matrix.gpus))
-    if entry is not None and entry[0] is matrix.gpus:
-        return entry[1]
-    index: dict[str, Gpu] = {}
-    for gpu in matrix.gpus:
+    per matrix a process holds, from the matrix cache's keys when it has them. Callers must not
+    change it."""
+    gpus = matrix.gpus
+    entry = _INDEXES.get(id(gpus))
+    if entry is not None and entry[0] is gpus:
+        index = _from_positions(gpus, entry[1])
+        if index is not None:
+            return index
+    index = {}
+    for gpu in gpus:
         for key in gpu_keys(gpu):
             index.setdefault(key, gpu)
-    if len(_INDEXES) >= _INDEXES_KEPT:
-        _INDEXES.pop(next(iter(_INDEXES)))
-    _INDEXES[id(matrix.gpus)] = (matrix.gpus, index)
+    _remember(gpus, index)
     return index
+
+
+def _from_positions(gpus: tuple[Gpu, ...], known: dict) -> dict[str, Gpu] | None:
+    """An entry's index, built from cached positions the first time; None for positions of the wrong
+    shape (a damaged cache entry costs the keying, never a wrong row)."""
+    first = next(iter(known.values()), None)
+    if first is None or isinstance(first, Gpu):
+        return known
+    count = len(gpus)
+    if not all(isinstance(k, str) and type(i) is int and 0 <= i < count for k, i in known.items()):
+        return None
+    index = {key: gpus[i] for key, i in known.items()}
+    _remember(gpus, index)
+    return index
+
+
+def remember_gpu_keys(gpus: tuple[Gpu, ...], positions: dict[str, int]) -> None:
+    """Take the matrix cache's key -> row position map for exactly this tuple of rows (load.py), so a
+    process that loads a cached matrix keys no row's name at all; turned into the index on first use."""
+    _remember(gpus, positions)
+
+
+def _remember(gpus: tuple[Gpu, ...], known: dict) -> None:
+    if id(gpus) not in _INDEXES and len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[id(gpus)] = (gpus, known)
 
 
 def find_gpu(matrix: Matrix, text: str, index: dict[str, Gpu] | None = None) -> Gpu | None:

@@ -300,3 +300,50 @@ def test_matrix_gpus_bad_capability_exits_2(capsys: pytest.CaptureFixture[str], 
     assert (code, out) == (2, "")
     assert f"error: --cc {bad!r} is not a compute capability" in err
     assert "8.6" in err and "sm_86" in err and "Traceback" not in err
+
+
+# --- issue 34 item 9: the name keys live in the matrix cache ------------------------------------
+
+
+def test_the_matrix_cache_holds_the_name_keys(
+    matrix_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached load keys no row's name: the keys come from the entry, and make the same index."""
+    import json
+
+    from envbuild.matrix import model
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(cache))
+    fresh = load_matrix(matrix_copy)
+    (entry,) = cache.glob("matrix-*.json")
+    keys = json.loads(entry.read_text())["files"]["gpus.toml"]["keys"]
+    assert fresh.gpus[keys["a100"]].name == "A100"
+    assert fresh.gpus[keys["rtx6000ada"]].name == "RTX 6000 Ada"
+    computed = {k: g.name for k, g in gpu_index(fresh).items()}
+
+    cached = load_matrix(matrix_copy)  # a hit: no name is normalised to build the index
+
+    def refuse(_text: str) -> str:
+        raise AssertionError("a cached load normalised a row's name")
+
+    monkeypatch.setattr(model, "gpu_keys", refuse)
+    assert {k: g.name for k, g in gpu_index(cached).items()} == computed
+    assert find_gpu(cached, "NVIDIA A100-SXM4-80GB").name == "A100"
+
+
+def test_damaged_cached_keys_cost_time_not_a_wrong_row(
+    matrix_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(cache))
+    load_matrix(matrix_copy)
+    (entry,) = cache.glob("matrix-*.json")
+    document = json.loads(entry.read_text())
+    document["files"]["gpus.toml"]["keys"] = {"a100": 10_000, "h100": "zero"}
+    entry.write_text(json.dumps(document))
+    damaged = load_matrix(matrix_copy)
+    assert find_gpu(damaged, "NVIDIA A100-SXM4-80GB").name == "A100"
+    assert find_gpu(damaged, "H100").name == "H100"
