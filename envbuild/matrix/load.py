@@ -260,27 +260,25 @@ def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
 
 
 def _add_gpu_keys(raw: dict[str, Any]) -> None:
-    """gpus.toml's entry gains "keys": every name and alias key -> the position of the first row that
-    has it. Keying hundreds of rows through the name normaliser costs milliseconds; stored in the
-    cache entry, a cached load only builds a dict (issue 34 item 9)."""
+    """gpus.toml's entry gains "keys": each row's name and alias keys, space-separated, one line per
+    row in file order. Keying hundreds of rows through the name normaliser costs milliseconds;
+    stored in the cache entry, a cached load keys no name (issue 34 item 9). One string rather than
+    a JSON object, because every `envbuild resolve` parses the entry and a string decodes for free:
+    the split into an index happens only when a name is looked up."""
     from envbuild.matrix.gpunames import name_key
 
     for entry in raw.values():
-        if entry["kind"] != "gpus":
-            continue
-        keys: dict[str, int] = {}
-        for position, row in enumerate(entry["data"].get("gpu", ())):
-            for label in (row["name"], *row.get("aliases", ())):
-                key = name_key(label)
-                if key:
-                    keys.setdefault(key, position)
-        entry["keys"] = keys
+        if entry["kind"] == "gpus":
+            lines = []
+            for row in entry["data"].get("gpu", ()):
+                keys = dict.fromkeys(name_key(label) for label in (row["name"], *row.get("aliases", ())))
+                lines.append(" ".join(k for k in keys if k))
+            entry["keys"] = "\n".join(lines)
 
 
 def _remember_gpu_keys(gpus: tuple[Gpu, ...], keys: object) -> None:
-    """The cached keys, for the rows' index on first use (model.gpu_index checks their shape then:
-    most processes look no name up, and pay nothing here but the JSON)."""
-    if isinstance(keys, dict) and keys:
+    """The cached keys, for the rows' index on first use (model.gpu_index checks them then)."""
+    if isinstance(keys, str):
         remember_gpu_keys(gpus, keys)
 
 

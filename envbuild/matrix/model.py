@@ -283,8 +283,8 @@ def gpu_keys(gpu: Gpu) -> set[str]:
 # the index of the last few GPU tuples keyed: resolve, doctor and the platform choice each look names
 # up, and keying a catalogue of hundreds of rows costs milliseconds (issue 34 item 9). Keyed by the
 # tuple's identity, holding the tuple, so an id is never reused while its entry lives. An entry is an
-# index, or the cached key -> row position map it is built from on first use (load.py).
-_INDEXES: dict[int, tuple[tuple[Gpu, ...], dict[str, Gpu] | dict[str, int]]] = {}
+# index, or the matrix cache's keys it is built from on first use (one line of keys per row: load.py).
+_INDEXES: dict[int, tuple[tuple[Gpu, ...], dict[str, Gpu] | str]] = {}
 _INDEXES_KEPT = 4
 
 
@@ -295,7 +295,7 @@ def gpu_index(matrix: Matrix) -> dict[str, Gpu]:
     gpus = matrix.gpus
     entry = _INDEXES.get(id(gpus))
     if entry is not None and entry[0] is gpus:
-        index = _from_positions(gpus, entry[1])
+        index = entry[1] if isinstance(entry[1], dict) else _from_cached_keys(gpus, entry[1])
         if index is not None:
             return index
     index = {}
@@ -306,27 +306,27 @@ def gpu_index(matrix: Matrix) -> dict[str, Gpu]:
     return index
 
 
-def _from_positions(gpus: tuple[Gpu, ...], known: dict) -> dict[str, Gpu] | None:
-    """An entry's index, built from cached positions the first time; None for positions of the wrong
-    shape (a damaged cache entry costs the keying, never a wrong row)."""
-    first = next(iter(known.values()), None)
-    if first is None or isinstance(first, Gpu):
-        return known
-    count = len(gpus)
-    if not all(isinstance(k, str) and type(i) is int and 0 <= i < count for k, i in known.items()):
+def _from_cached_keys(gpus: tuple[Gpu, ...], keys: str) -> dict[str, Gpu] | None:
+    """The index from the cache's keys, or None when they do not fit these rows (a damaged entry
+    costs the keying, never a wrong row)."""
+    lines = keys.split("\n")
+    if len(lines) != len(gpus):
         return None
-    index = {key: gpus[i] for key, i in known.items()}
+    index: dict[str, Gpu] = {}
+    for gpu, line in zip(gpus, lines, strict=True):
+        for key in line.split():
+            index.setdefault(key, gpu)
     _remember(gpus, index)
     return index
 
 
-def remember_gpu_keys(gpus: tuple[Gpu, ...], positions: dict[str, int]) -> None:
-    """Take the matrix cache's key -> row position map for exactly this tuple of rows (load.py), so a
-    process that loads a cached matrix keys no row's name at all; turned into the index on first use."""
-    _remember(gpus, positions)
+def remember_gpu_keys(gpus: tuple[Gpu, ...], keys: str) -> None:
+    """Take the matrix cache's keys for exactly this tuple of rows (load.py), so a process that loads
+    a cached matrix keys no row's name at all; turned into the index on first use."""
+    _remember(gpus, keys)
 
 
-def _remember(gpus: tuple[Gpu, ...], known: dict) -> None:
+def _remember(gpus: tuple[Gpu, ...], known: dict[str, Gpu] | str) -> None:
     if id(gpus) not in _INDEXES and len(_INDEXES) >= _INDEXES_KEPT:
         _INDEXES.pop(next(iter(_INDEXES)))
     _INDEXES[id(gpus)] = (gpus, known)
