@@ -155,8 +155,9 @@ def unknown_gpu(text: str, matrix: Matrix, *, flag: str) -> UsageError:
     hint = hint or "check the spelling, "
     return UsageError(
         f"{flag} {text!r} is not a GPU envbuild knows",
-        fix=f"{hint}or give its compute capability, which `nvidia-smi --query-gpu=compute_cap "
-        f"--format=csv` prints (e.g. {flag} 8.6 or sm_86); `envbuild matrix gpus` lists the names. To "
+        fix=f"{hint}or give its compute capability instead of the name, as `nvidia-smi "
+        f"--query-gpu=compute_cap --format=csv` prints it (e.g. 8.6 or sm_86); `envbuild matrix gpus` "
+        f"lists the names. To "
         f"add the GPU: a [[gpu]] row (name, compute_capability, architecture, first_cuda, segment, "
         f"source) in a copy of matrix/gpus.toml, `envbuild matrix check --matrix DIR`, then "
         f"--matrix DIR",
