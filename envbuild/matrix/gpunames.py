@@ -135,8 +135,9 @@ def model_number(text: str) -> ModelNumber | None:
 
 def similar_names(text: str, names: list[str], *, limit: int = 3) -> list[str]:
     """Catalogue names that are plausibly what `text` meant, nearest first: the same series and a
-    model number of the same length (or one a typo away: "H1000" -> H100), by how near the number
-    is, the same suffix first ("GTX 1080 Ti" -> GTX 1080 Ti's neighbours GTX 1070 Ti, GTX 1080).
+    model number of the same length (or one a digit too long or short: "H1000" -> H100), by how near
+    the number is, the same suffix first ("GTX 1085 Ti" -> GTX 1080 Ti, GTX 1080, GTX 1070 Ti); for
+    GeForce, of the same generation (the number's first digit).
 
     A name of another series is never suggested for its shared digits: "GTX 1080 Ti" is a Pascal
     card, and RTX 3080/4080/5080 (what a character-similarity match offered) are three other
