@@ -924,8 +924,8 @@ COMMANDS: tuple[Command, ...] = (
                 "validate the schema and cross-references of matrix/*.toml",
                 add_matrix,
                 description="Validate every matrix file's schema and cross-references (every variant "
-                "names a known CUDA, every GPU name and alias reaches its own row, sources are URLs). Exit 0: valid; 1: the data "
-                "has problems; 2: --matrix names no matrix directory.",
+                "names a known CUDA, every GPU name and alias reaches its own row, sources are URLs). "
+                "Exit 0: valid; 1: the data has problems; 2: --matrix names no matrix directory.",
             ),
             Command(
                 "gpus",
