@@ -26,5 +26,5 @@ def test_every_field_by_name() -> None:
 def test_parse_minor_remembers_only_what_parses() -> None:
     assert parse_minor("12.4") == (12, 4) == parse_minor("12.4")
     for bad in ("12", "twelve", "12.x"):
-        with pytest.raises(ValueError, match="is not an X.Y version"):
+        with pytest.raises(ValueError, match=r"is not an X\.Y version"):
             parse_minor(bad)
