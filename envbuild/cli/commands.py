@@ -707,9 +707,26 @@ def matrix_check(args: argparse.Namespace) -> int:
 
 
 def matrix_gpus(args: argparse.Namespace) -> int:
-    for gpu in sorted(_load(args).gpus, key=lambda g: (g.cc, g.name)):
+    import json
+
+    from envbuild.matrix.gpulist import gpu_document, parse_cc_filter, select_gpus
+
+    cc = parse_cc_filter(args.cc) if args.cc is not None else None  # bad input before the matrix loads
+    gpus = select_gpus(_load(args), cc=cc, word=args.word)
+    if args.json:
+        sys.stdout.write(json.dumps({"gpus": [gpu_document(g) for g in gpus]}, indent=2) + "\n")
+    for gpu in gpus if not args.json else ():
         aliases = f"  (also: {', '.join(gpu.aliases)})" if gpu.aliases else ""
         print(f"{f'{gpu.cc[0]}.{gpu.cc[1]}':<6}{gpu.name}{aliases}")
+    if not gpus:
+        asked = " and ".join(
+            f for f in (f"--cc {args.cc}" if args.cc else "", repr(args.word) if args.word else "") if f
+        )
+        sys.stderr.write(
+            f"no GPU in the matrix matches {asked}; `envbuild matrix gpus` lists them all, and a GPU "
+            "the matrix lacks can be given to --gpu as its compute capability\n"
+        )
+        return EXIT_FAILURE
     return EXIT_OK
 
 

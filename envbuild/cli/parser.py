@@ -682,6 +682,26 @@ def _smoke(parser: argparse.ArgumentParser) -> None:
     add_json(parser, "the report as JSON")
 
 
+def _matrix_gpus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "word",
+        nargs="?",
+        metavar="WORD",
+        help="only rows whose name or an alias contains it (3060, 'rtx a', or a name nvidia-smi prints)",
+    )
+    parser.add_argument(
+        "--cc",
+        metavar="X.Y",
+        help="only rows of this compute capability: 8.6, sm_86 or compute_86 (nvidia-smi's compute_cap)",
+    )
+    add_matrix(parser)
+    add_json(
+        parser,
+        "the rows as JSON: name, aliases, compute_capability, architecture, segment, driver "
+        "branches, bf16/fp16, memory_gb, source",
+    )
+
+
 def _matrix_refresh(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
     parser.add_argument(
@@ -904,15 +924,17 @@ COMMANDS: tuple[Command, ...] = (
                 "validate the schema and cross-references of matrix/*.toml",
                 add_matrix,
                 description="Validate every matrix file's schema and cross-references (every variant "
-                "names a known CUDA, aliases are unique, sources are URLs). Exit 0: valid; 1: the data "
-                "has problems; 2: --matrix names no matrix directory.",
+                "names a known CUDA, every GPU name and alias reaches its own row, sources are URLs). "
+                "Exit 0: valid; 1: the data has problems; 2: --matrix names no matrix directory.",
             ),
             Command(
                 "gpus",
                 "list the GPUs and their compute capabilities",
-                add_matrix,
+                _matrix_gpus,
                 description="List every GPU the matrix knows, with its compute capability and aliases: "
-                "the names --gpu and [stack] gpus accept.",
+                "the names --gpu and [stack] gpus accept. WORD and --cc narrow the list; names are "
+                "matched as --gpu reads them (vendor, memory and form-factor words ignored). Exit 0: "
+                "rows listed; 1: no row matches; 2: a bad --cc.",
             ),
             Command(
                 "refresh",

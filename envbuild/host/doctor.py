@@ -116,26 +116,42 @@ def check_driver(matrix: Matrix, smi: SmiReport | None) -> Check:
     )
 
 
+def add_row_fix(name: str, cc: tuple[int, int] | None) -> str:
+    """How to make the catalogue know a GPU nvidia-smi named: its own row, checked, in a matrix copy."""
+    capability = f'compute_capability = "{format_minor(cc)}"' if cc else "compute_capability"
+    stopgap = f"; until then name it by capability: --gpu {format_minor(cc)}" if cc else ""
+    return (
+        f"add a [[gpu]] row for {name!r} to a copy of matrix/gpus.toml (name, {capability}, "
+        "architecture, first_cuda, segment, source from https://developer.nvidia.com/cuda-gpus), "
+        f"run `envbuild matrix check --matrix DIR` and pass --matrix DIR{stopgap}"
+    )
+
+
 def check_gpu_support(matrix: Matrix, smi: SmiReport | None) -> Check:
     """Every GPU nvidia-smi lists against its first and last driver branch (the rule resolve uses).
 
-    A GPU is found by name, else by the compute capability the query reported; one the matrix knows
-    neither way is left out rather than guessed.
+    A GPU is found by name (the name normaliser: "NVIDIA A100-SXM4-80GB" is the A100 row). One the
+    catalogue lacks is judged by the compute capability nvidia-smi's `compute_cap` reported, as
+    `--gpu X.Y` would be, and said to be unknown with how to add its row: a warning, not a failure,
+    because an unknown name is the catalogue's gap, not the host's. Without a capability (old drivers
+    lack `compute_cap`) it is left out rather than guessed.
     """
     name = "driver vs GPUs"
     driver = _driver(smi)
     if smi is None or driver is None or not smi.gpus:
         return Check(name=name, status="skip", evidence="no driver version or GPU to compare", fix=None)
     found: dict[str, tuple[Gpu, list[str]]] = {}
+    unknown: dict[str, tuple[tuple[int, int] | None, bool]] = {}  # name -> (capability, judged by it)
     for gpu in smi.gpus:
         row = find_gpu(matrix, gpu.name)
-        if row is None and gpu.compute_capability:
-            row = capability_gpu(matrix, gpu.compute_capability)
+        if row is None:
+            cc = gpu.compute_capability
+            row = capability_gpu(matrix, cc) if cc else None
+            unknown[gpu.name] = (cc, row is not None)
         if row is not None:
             found.setdefault(gpu.name, (row, []))[1].append(str(gpu.index))
-    if not found:
-        names = ", ".join(sorted({g.name for g in smi.gpus}))
-        return Check(name=name, status="skip", evidence=f"no GPU the matrix knows: {names}", fix=None)
+    notes = [_unknown_note(smi_name, cc, judged) for smi_name, (cc, judged) in unknown.items()]
+    add_rows = "; ".join(add_row_fix(smi_name, cc) for smi_name, (cc, _) in unknown.items())
     misses = [
         (f"GPU {', '.join(indices)} ({smi_name})", miss)
         for smi_name, (row, indices) in found.items()
@@ -145,16 +161,35 @@ def check_gpu_support(matrix: Matrix, smi: SmiReport | None) -> Check:
         return Check(
             name=name,
             status="fail",
-            evidence="; ".join(f"{where}: {miss.text}" for where, miss in misses),
-            fix="; ".join(dict.fromkeys(miss.fix for _, miss in misses)),
+            evidence="; ".join([*(f"{where}: {miss.text}" for where, miss in misses), *notes]),
+            fix="; ".join(
+                [*dict.fromkeys(miss.fix for _, miss in misses), *([add_rows] if add_rows else [])]
+            ),
         )
+    if not found:
+        return Check(name=name, status="warn", evidence="; ".join(notes), fix=add_rows)
     spans = []
     for smi_name, (row, _) in found.items():
         floor = first_driver(matrix, row)
         span = [f"R{floor.branch} or later"] if floor and floor.branch else []
         span += [f"R{row.max_driver_branch} at most"] if row.max_driver_branch else []
-        spans.append(f"{smi_name} ({row.name}: {', '.join(span) or 'any driver the matrix knows'})")
-    return Check(name=name, status="ok", evidence=f"driver {driver} drives {'; '.join(spans)}", fix=None)
+        label = f"compute capability {format_minor(row.cc)}" if smi_name in unknown else row.name
+        spans.append(f"{smi_name} ({label}: {', '.join(span) or 'any driver the matrix knows'})")
+    evidence = f"driver {driver} drives {'; '.join(spans)}"
+    if unknown:
+        return Check(name=name, status="warn", evidence="; ".join([evidence, *notes]), fix=add_rows)
+    return Check(name=name, status="ok", evidence=evidence, fix=None)
+
+
+def _unknown_note(name: str, cc: tuple[int, int] | None, judged: bool) -> str:
+    if judged and cc:
+        return f"{name} is not in the GPU catalogue: judged by its compute capability {format_minor(cc)}"
+    if cc:
+        return (
+            f"{name} is not in the GPU catalogue, and no GPU in it has compute capability "
+            f"{format_minor(cc)}: not judged"
+        )
+    return f"{name} is not in the GPU catalogue and nvidia-smi reported no compute capability: not judged"
 
 
 def with_capabilities(matrix: Matrix, smi: SmiReport | None) -> SmiReport | None:

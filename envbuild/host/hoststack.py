@@ -30,29 +30,40 @@ class HostStack(Record):
 
 
 def _smi_gpus(matrix: Matrix, smi) -> tuple[tuple[str, ...], list[str]]:
-    """The matrix names of the host's GPUs (each once), and a note for each one it cannot name."""
+    """The matrix names of the host's GPUs (each once), and a note for each one it cannot name.
+
+    A name the catalogue lacks is written as the compute capability nvidia-smi reported (`sm_120`),
+    which resolve reads as `--gpu 12.0` does, and the note says so and how to add the row; with no
+    capability either, the GPU is left out and the note says that."""
     names: list[str] = []
     notes = []
     for gpu in smi.gpus:
-        text = gpu.name
-        if gpu.compute_capability is not None:
-            cc = gpu.compute_capability
-            candidates = (gpu.name, f"{cc[0]}.{cc[1]}")
-        else:
-            candidates = (gpu.name,)
+        cc = gpu.compute_capability
         found = None
-        for text in candidates:
-            try:
-                found = parse_gpu(text, matrix).name
-                break
-            except UsageError:
-                continue
-        if found is None:
-            notes.append(
-                f"nvidia-smi reports GPU {gpu.name!r}, which the matrix does not know: "
-                "add it to gpus by name or compute capability"
+        try:
+            found = parse_gpu(gpu.name, matrix).name
+        except UsageError:
+            if cc is not None:
+                try:
+                    found = parse_gpu(f"{cc[0]}.{cc[1]}", matrix).name
+                except UsageError:
+                    found = None
+            how = (
+                "add its [[gpu]] row to a copy of matrix/gpus.toml, `envbuild matrix check --matrix DIR`, "
+                "and pass --matrix DIR"
             )
-        elif found not in names:
+            if found is not None:
+                notes.append(
+                    f"nvidia-smi reports GPU {gpu.name!r}, which the GPU catalogue does not know: written as "
+                    f"its compute capability {found}; to name it, {how}"
+                )
+            else:
+                notes.append(
+                    f"nvidia-smi reports GPU {gpu.name!r}, which the GPU catalogue does not know"
+                    + (f" (nor its compute capability {cc[0]}.{cc[1]})" if cc else "")
+                    + f": add it to gpus by name or compute capability, or {how}"
+                )
+        if found is not None and found not in names:
             names.append(found)
     return tuple(names), notes
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 from envbuild.matrix.gpufeatures import has_bf16, has_fp16
-from envbuild.matrix.model import Gpu, Matrix, Variant, gpu_keys
+from envbuild.matrix.gpunames import name_key
+from envbuild.matrix.model import Gpu, Matrix, Variant, find_gpu, gpu_index
 from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
 from envbuild.matrix.schema import GPU_SEGMENTS
 from envbuild.matrix.versions import format_driver, format_minor
@@ -97,15 +98,8 @@ def _check_branches(matrix: Matrix) -> list[str]:
 
 
 def _check_gpus(matrix: Matrix) -> list[str]:
-    errors = []
-    owners: dict[str, str] = {}
+    errors = _check_gpu_names(matrix)
     for gpu in matrix.gpus:
-        for key in gpu_keys(gpu):
-            other = owners.setdefault(key, gpu.name)
-            if other != gpu.name:
-                errors.append(
-                    f"gpus.toml: alias {key!r} names both {other!r} and {gpu.name!r}; aliases must be unique"
-                )
         if gpu.max_driver_branch and gpu.max_driver_branch not in matrix.branches:
             errors.append(
                 f"gpus.toml: {gpu.name}: max_driver_branch {gpu.max_driver_branch} is not a known branch"
@@ -134,6 +128,33 @@ def _check_gpus(matrix: Matrix) -> list[str]:
                 f"{first.architecture!r} (compute capability {format_minor(gpu.cc)}); one capability is "
                 f"one architecture"
             )
+    return errors
+
+
+def _check_gpu_names(matrix: Matrix) -> list[str]:
+    """Every name and alias normalises to its own row: a key two rows share finds only the first, so
+    the second row's alias silently names another GPU; a label with no telling word ("NVIDIA",
+    "80GB") finds nothing. Redundant aliases (memory or form-factor spellings of the name) pass."""
+    errors = []
+    index = gpu_index(matrix)
+    for gpu in matrix.gpus:
+        for label in (gpu.name, *gpu.aliases):
+            key = name_key(label)
+            what = "name" if label == gpu.name else "alias"
+            if not key:
+                errors.append(
+                    f"gpus.toml: {gpu.name}: {what} {label!r} normalises to nothing (vendor, memory and "
+                    f"form-factor words are ignored); fix: drop it, or write the model it names"
+                )
+                continue
+            reached = find_gpu(matrix, label, index)
+            if reached is not gpu:
+                errors.append(
+                    f"gpus.toml: {gpu.name}: {what} {label!r} normalises to {key!r}, which reaches "
+                    f"{reached.name if reached else 'no row'!r} instead: aliases must be unique once "
+                    f"normalised; fix: drop it from one of the rows, or keep the word that tells the "
+                    f"two GPUs apart"
+                )
     return errors
 
 

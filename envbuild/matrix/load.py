@@ -34,6 +34,7 @@ from envbuild.matrix.model import (
     Provenance,
     Release,
     Variant,
+    remember_gpu_keys,
 )
 from envbuild.matrix.requirements import FILE as REQUIREMENTS_FILE
 from envbuild.matrix.requirements import Requirements, build_requirements
@@ -42,8 +43,9 @@ from envbuild.matrix.versions import parse_driver_floor, parse_minor, parse_patc
 if TYPE_CHECKING:
     from typing import Any
 
-CACHE_FORMAT = 5  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names);
-# 4: GPU segment, late-SKU floor, precisions and memory; 5: per-platform arch lists (arch_by_platform)
+CACHE_FORMAT = 6  # 2: keyed by the files' sha256; 3: the stricter schema (index URLs, images, names);
+# 4: GPU segment, late-SKU floor, precisions and memory; 5: per-platform arch lists (arch_by_platform);
+# 6: the GPU name keys (gpus.toml's "keys")
 
 # ---------------------------------------------------------------------------------------------
 # locating and reading the files
@@ -247,6 +249,8 @@ def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
             continue
         errors += validate_file(kind, rel, parsed)
         raw[rel] = {"kind": kind, "data": parsed}
+    if not errors:
+        _add_gpu_keys(raw)
     if errors:
         shown = "\n  ".join(errors[:25])
         more = f"\n  ... and {len(errors) - 25} more" if len(errors) > 25 else ""
@@ -255,6 +259,29 @@ def _parse_and_validate(blobs: list[tuple[str, str, bytes]]) -> dict[str, Any]:
             fix="correct the rows named above (schema: matrix/README.md)",
         )
     return raw
+
+
+def _add_gpu_keys(raw: dict[str, Any]) -> None:
+    """gpus.toml's entry gains "keys": each row's name and alias keys, space-separated, one line per
+    row in file order. Keying hundreds of rows through the name normaliser costs milliseconds;
+    stored in the cache entry, a cached load keys no name (issue 34 item 9). One string rather than
+    a JSON object, because every `envbuild resolve` parses the entry and a string decodes for free:
+    the split into an index happens only when a name is looked up."""
+    from envbuild.matrix.gpunames import name_key
+
+    for entry in raw.values():
+        if entry["kind"] == "gpus":
+            lines = []
+            for row in entry["data"].get("gpu", ()):
+                keys = dict.fromkeys(name_key(label) for label in (row["name"], *row.get("aliases", ())))
+                lines.append(" ".join(k for k in keys if k))
+            entry["keys"] = "\n".join(lines)
+
+
+def _remember_gpu_keys(gpus: tuple[Gpu, ...], keys: object) -> None:
+    """The cached keys, for the rows' index on first use (model.gpu_index checks them then)."""
+    if isinstance(keys, str):
+        remember_gpu_keys(gpus, keys)
 
 
 def _write_cache(cache_file: str, content: dict[str, Any]) -> None:
@@ -300,6 +327,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
     oses: dict[str, OperatingSystem] = {}
     image_policy: ImagePolicy | None = None
     requirement_rows: dict[tuple[str, str, str], Requirements] = {}
+    gpu_keys: object = None
     for rel, entry in raw.items():
         data = entry["data"]
         kind = entry["kind"]
@@ -364,6 +392,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
                     prov=_prov(rel, "[image_policy]", policy),
                 )
         elif kind == "gpus":
+            gpu_keys = entry.get("keys")
             for row in data["gpu"]:
                 cc = parse_minor(row["compute_capability"])
                 gpus.append(
@@ -404,6 +433,8 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
     frameworks.sort(key=lambda fw: (order.get(fw.name, len(order)), fw.name))
     cuda.sort(key=lambda c: c.version)
     ga_floor = {c.version[:2]: c for c in cuda if c.ga}
+    gpu_rows = tuple(gpus)
+    _remember_gpu_keys(gpu_rows, gpu_keys)
     return Matrix(
         root=root,
         digest=digest,
@@ -411,7 +442,7 @@ def build_matrix(root: str, digest: str, raw: dict[str, Any]) -> Matrix:
         ga_floor=ga_floor,
         minor_compat=minor_compat,
         branches=branches,
-        gpus=tuple(gpus),
+        gpus=gpu_rows,
         frameworks=tuple(frameworks),
         images=tuple(images),
         cudnn=tuple(cudnn),

@@ -6,10 +6,9 @@ it rests on. Loading the files is envbuild.matrix.load.
 
 from __future__ import annotations
 
-import re
-
 from envbuild._util.record import Record
 from envbuild.matrix.arch import ArchList
+from envbuild.matrix.gpunames import loose_key, name_key, name_tokens
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.requirements import Requirements
 
@@ -304,47 +303,83 @@ def image_platforms(image: Image) -> tuple[str, ...]:
 
 
 # ---------------------------------------------------------------------------------------------
-# GPU names: one key per spelling, so "H100", "h100 sxm" and nvidia-smi's "NVIDIA H100 80GB HBM3"
-# find the same row (and `matrix check` can refuse two rows claiming one key)
-
-_NAME_JUNK = re.compile(r"[\s_\-]+")
-_VENDOR_PREFIXES = ("nvidia", "geforce", "tesla", "quadro")
+# GPU names: one key per spelling (envbuild.matrix.gpunames), so "H100", "h100 sxm" and nvidia-smi's
+# "NVIDIA H100 80GB HBM3" find the same row (and `matrix check` can refuse two rows claiming one key)
 
 
 def gpu_tokens(text: str) -> tuple[str, ...]:
-    """Lower-cased words without vendor prefixes: "NVIDIA GeForce RTX 4090" -> ("rtx", "4090")."""
-    tokens = [t for t in _NAME_JUNK.split(text.lower()) if t]
-    while tokens and tokens[0] in _VENDOR_PREFIXES:
-        tokens.pop(0)
-    return tuple(tokens)
+    """The telling words of a GPU name: "NVIDIA GeForce RTX 4090" -> ("rtx", "4090"),
+    "NVIDIA A100-SXM4-80GB" -> ("a100",) (gpunames.name_tokens)."""
+    return name_tokens(text)
 
 
 def gpu_keys(gpu: Gpu) -> set[str]:
-    return {"".join(gpu_tokens(label)) for label in (gpu.name, *gpu.aliases)} - {""}
+    """Every key the row answers to: its name's and each alias's."""
+    return {name_key(label) for label in (gpu.name, *gpu.aliases)} - {""}
+
+
+# the index of the last few GPU tuples keyed: resolve, doctor and the platform choice each look names
+# up, and keying a catalogue of hundreds of rows costs milliseconds (issue 34 item 9). Keyed by the
+# tuple's identity, holding the tuple, so an id is never reused while its entry lives. An entry is an
+# index, or the matrix cache's keys it is built from on first use (one line of keys per row: load.py).
+_INDEXES: dict[int, tuple[tuple[Gpu, ...], dict[str, Gpu] | str]] = {}
+_INDEXES_KEPT = 4
 
 
 def gpu_index(matrix: Matrix) -> dict[str, Gpu]:
-    index: dict[str, Gpu] = {}
-    for gpu in matrix.gpus:
+    """key -> row, the first row for a key (`matrix check` refuses a key two rows share); built once
+    per matrix a process holds, from the matrix cache's keys when it has them. Callers must not
+    change it."""
+    gpus = matrix.gpus
+    entry = _INDEXES.get(id(gpus))
+    if entry is not None and entry[0] is gpus:
+        index = entry[1] if isinstance(entry[1], dict) else _from_cached_keys(gpus, entry[1])
+        if index is not None:
+            return index
+    index = {}
+    for gpu in gpus:
         for key in gpu_keys(gpu):
             index.setdefault(key, gpu)
+    _remember(gpus, index)
     return index
 
 
-def find_gpu(matrix: Matrix, text: str, index: dict[str, Gpu] | None = None) -> Gpu | None:
-    """The row a GPU name or alias names (case-, space- and dash-insensitive), or None.
+def _from_cached_keys(gpus: tuple[Gpu, ...], keys: str) -> dict[str, Gpu] | None:
+    """The index from the cache's keys, or None when they do not fit these rows (a damaged entry
+    costs the keying, never a wrong row)."""
+    lines = keys.split("\n")
+    if len(lines) != len(gpus):
+        return None
+    index: dict[str, Gpu] = {}
+    for gpu, line in zip(gpus, lines, strict=True):
+        for key in line.split():
+            index.setdefault(key, gpu)
+    _remember(gpus, index)
+    return index
 
-    Names as nvidia-smi prints them ("NVIDIA H100 80GB HBM3") resolve by the longest known name
-    whose words they start with; "H1000" does not match "H100".
-    """
+
+def remember_gpu_keys(gpus: tuple[Gpu, ...], keys: str) -> None:
+    """Take the matrix cache's keys for exactly this tuple of rows (load.py), so a process that loads
+    a cached matrix keys no row's name at all; turned into the index on first use."""
+    _remember(gpus, keys)
+
+
+def _remember(gpus: tuple[Gpu, ...], known: dict[str, Gpu] | str) -> None:
+    if id(gpus) not in _INDEXES and len(_INDEXES) >= _INDEXES_KEPT:
+        _INDEXES.pop(next(iter(_INDEXES)))
+    _INDEXES[id(gpus)] = (gpus, known)
+
+
+def find_gpu(matrix: Matrix, text: str, index: dict[str, Gpu] | None = None) -> Gpu | None:
+    """The row a GPU name or alias names, however it is spelled or nvidia-smi prints it, or None.
+
+    The name's key must be a row's key exactly ("H1000" is not "H100", "A10G" not "A10"): a prefix
+    match would give "RTX 3080 Ti" the RTX 3080 row and "RTX 6000 Ada Generation" the Turing RTX 6000
+    whenever the catalogue lacked the longer name. Soft words ("Laptop GPU", "Server Edition") are
+    dropped only when no row keeps them (gpunames.loose_key)."""
     index = index if index is not None else gpu_index(matrix)
-    tokens = gpu_tokens(text)
-    if "".join(tokens) in index:
-        return index["".join(tokens)]
-    best: tuple[int, Gpu] | None = None
-    for gpu in matrix.gpus:
-        for label in (gpu.name, *gpu.aliases):
-            known = gpu_tokens(label)
-            if known and tokens[: len(known)] == known and (best is None or len(known) > best[0]):
-                best = (len(known), gpu)
-    return best[1] if best else None
+    found = index.get(name_key(text))
+    if found is None:
+        loose = loose_key(text)
+        found = index.get(loose) if loose else None
+    return found

@@ -77,12 +77,21 @@ def format_driver(parts: tuple[int, ...]) -> str:
     return ".".join([str(parts[0]), *(f"{p:02d}" for p in parts[1:])])
 
 
+# a matrix load parses the same few dozen X.Y strings over a thousand times (every GPU row's
+# capability and first CUDA, every build's CUDA): remembered, not re-matched (issue 34 item 9)
+_MINORS: dict[str, tuple[int, int]] = {}
+
+
 def parse_minor(text: str) -> tuple[int, int]:
     """``"12.4"`` -> ``(12, 4)``; raises ValueError otherwise."""
+    known = _MINORS.get(text)
+    if known is not None:
+        return known
     match = _MINOR_RE.match(text)
     if not match:
         raise ValueError(f"{text!r} is not an X.Y version")
-    return int(match.group(1)), int(match.group(2))
+    parsed = _MINORS[text] = (int(match.group(1)), int(match.group(2)))
+    return parsed
 
 
 def parse_patch(text: str) -> tuple[int, int, int]:

@@ -10,6 +10,7 @@ import re
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
+from envbuild.matrix.gpunames import similar_names
 from envbuild.matrix.model import (
     COMPAT_MODES,
     STRATEGIES,
@@ -18,7 +19,6 @@ from envbuild.matrix.model import (
     Matrix,
     find_gpu,
     gpu_index,
-    gpu_tokens,
 )
 from envbuild.matrix.platforms import accepted as accepted_platforms
 from envbuild.matrix.platforms import normalize as normalize_platform
@@ -143,18 +143,24 @@ def parse_gpu(text: str, matrix: Matrix, index: dict[str, Gpu] | None = None) ->
     found = find_gpu(matrix, text, index)
     if found is not None:
         return found
-    import difflib
+    raise unknown_gpu(text, matrix, flag="--gpu")
 
-    tokens = gpu_tokens(text)
-    names = sorted({gpu.name for gpu in matrix.gpus})
-    close = difflib.get_close_matches(text, names, n=3, cutoff=0.5) or [
-        index[k].name for k in difflib.get_close_matches("".join(tokens), list(index), n=3, cutoff=0.6)
-    ]
-    hint = f"did you mean {', '.join(dict.fromkeys(close))}? " if close else ""
-    raise UsageError(
-        f"--gpu {text!r} is not a GPU envbuild knows",
-        fix=f"{hint}give a GPU name (e.g. H100, 'RTX 4090', L4) or its compute "
-        f"capability (8.9 or sm_89); `envbuild matrix gpus` lists the names",
+
+def unknown_gpu(text: str, matrix: Matrix, *, flag: str) -> UsageError:
+    """Exit 2 for a name no row has: rows of the same series with nearby model numbers
+    (gpunames.similar_names: never an RTX 5080 for a GTX 1080 Ti), and the two ways on: the
+    capability nvidia-smi reports, or a row of its own."""
+    close = similar_names(text, sorted({gpu.name for gpu in matrix.gpus}))
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    hint = hint or "check the spelling, "
+    return UsageError(
+        f"{flag} {text!r} is not a GPU envbuild knows",
+        fix=f"{hint}or give its compute capability instead of the name, as `nvidia-smi "
+        f"--query-gpu=compute_cap --format=csv` prints it (e.g. 8.6 or sm_86); `envbuild matrix gpus` "
+        f"lists the names. To "
+        f"add the GPU: a [[gpu]] row (name, compute_capability, architecture, first_cuda, segment, "
+        f"source) in a copy of matrix/gpus.toml, `envbuild matrix check --matrix DIR`, then "
+        f"--matrix DIR",
     )
 
 
