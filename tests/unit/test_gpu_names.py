@@ -37,24 +37,15 @@ def test_the_fixture_has_real_names_from_many_sources() -> None:
     assert len({e["smi"] for e in CAPTURED}) == len(CAPTURED)
 
 
-@pytest.mark.parametrize("entry", [e for e in CAPTURED if not e.get("after_catalogue")], ids=_id)
+@pytest.mark.parametrize("entry", CAPTURED, ids=_id)
 def test_captured_names_find_their_row(matrix: Matrix, entry: dict) -> None:
     found = find_gpu(matrix, entry["smi"])
     if "not_row" in entry:
         assert found is None or name_key(found.name) != name_key(entry["not_row"])
         return
     assert found is not None, f"{entry['smi']!r} finds no row"
-    assert found.name == entry["row"]
-
-
-@pytest.mark.parametrize("entry", [e for e in CAPTURED if e.get("after_catalogue")], ids=_id)
-def test_captured_names_of_the_catalogue_find_their_row(matrix: Matrix, entry: dict) -> None:
-    wanted = entry.get("rows") or [entry["row"]]
-    present = [row for row in (_row(matrix, name) for name in wanted) if row is not None]
-    if not present:
-        # only until issue 34's catalogue lands on this branch; the merge turns this into a failure
-        pytest.skip(f"no {' or '.join(wanted)} row in gpus.toml yet")
-    assert find_gpu(matrix, entry["smi"]) is present[0]
+    # a notebook part may have its own row or be its desktop namesake's (the normaliser's soft words)
+    assert found.name in (entry.get("rows") or [entry["row"]])
 
 
 def test_every_name_and_alias_finds_its_own_row(matrix: Matrix) -> None:
@@ -117,8 +108,10 @@ def test_soft_words_only_when_no_row_keeps_them(matrix: Matrix) -> None:
 
 
 def test_no_prefix_match_gives_a_longer_name_a_shorter_row(matrix: Matrix) -> None:
-    """Before issue 34, "RTX 3080 Ti" took the RTX 3080 row and "H100 ..." anything starting H100."""
-    assert find_gpu(matrix, "RTX 3080 Ti") is None
+    """Before issue 34, "RTX 3080 Ti" took the RTX 3080 row and "H100 ..." anything starting H100.
+    Names no product has, so the catalogue's growth cannot make them known."""
+    assert find_gpu(matrix, "RTX 3080 Hyper") is None
+    assert find_gpu(matrix, "RTX 3080") is not None
     assert find_gpu(matrix, "RTX 3080 Ti") is not find_gpu(matrix, "RTX 3080")
     assert find_gpu(matrix, "H1000") is None
 
