@@ -60,14 +60,7 @@ def run_smoke(
                 handle.write(data)
         path = os.path.join(workdir, "smoke.py")
         try:
-            done = subprocess.run(
-                [python or sys.executable, path, *argv],
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                cwd=workdir,
-                check=False,
-            )
+            done = _run_reaped([python or sys.executable, path, *argv], timeout=timeout, cwd=workdir)
         except subprocess.TimeoutExpired:
             raise EnvbuildError(
                 f"the {framework} smoke program did not finish within {timeout}s",
@@ -88,6 +81,21 @@ def run_smoke(
         )
     redact_checks(report)
     return report, done.returncode
+
+
+def _run_reaped(argv: list[str], *, timeout: float, cwd: str) -> subprocess.CompletedProcess[str]:
+    """subprocess.run, but a signal that interrupts it (SIGTERM/SIGHUP arrive as KeyboardInterrupt)
+    kills the program and waits for it: subprocess.run waits only 0.25 s after a KeyboardInterrupt, so
+    on a loaded host envbuild could exit first and leave the killed program to init, unreaped."""
+    pipe = subprocess.PIPE
+    with subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, cwd=cwd) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
 def summary(report: dict) -> str:
