@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 from envbuild._testing.condachannel import stack_channel  # noqa: E402
 from envbuild._testing.pyindex import PackageIndex, build_wheel  # noqa: E402
 from envbuild.matrix.load import load_matrix  # noqa: E402
-from envbuild.render.plan import build_plan  # noqa: E402
+from envbuild.plan.plan import build_plan  # noqa: E402
 from envbuild.spec.model import load_spec  # noqa: E402
 
 ENVBUILD = str(Path(sys.executable).with_name("envbuild"))

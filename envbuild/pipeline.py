@@ -28,22 +28,22 @@ from envbuild.image.auditgate import audit_gate, summary
 from envbuild.image.platforms import require_buildable
 from envbuild.image.promote import promote
 from envbuild.image.verify import report_digest, report_document, verify_image
+from envbuild.lockfile.model import lock_path
 from envbuild.matrix.platforms import short
 from envbuild.oci.reference import split_tag
+from envbuild.plan.lockmatch import lock_for_render, require_match
+from envbuild.plan.plan import build_plan
 from envbuild.render.context import check_destination, render_files, write_context
-from envbuild.render.lockmatch import lock_for_render, require_match
-from envbuild.render.plan import build_plan
 from envbuild.render.wheelgap import require_wheels
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.query import parse_gpu
-from envbuild.spec.lockfile import lock_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from envbuild.audit.skip import AuditSkip
+    from envbuild.lockfile.model import Lock, LockedTarget
     from envbuild.matrix.model import Matrix
-    from envbuild.spec.lockfile import Lock, LockedTarget
     from envbuild.spec.model import Spec, Target
 
 RECORD = "record.json"
@@ -111,7 +111,7 @@ class BuildOptions(Record):
     wheelhouse: str | None
     no_cache: bool
     jobs: int
-    lock_key: bytes | None  # the HMAC key a sealed lock is checked with (spec.lockseal)
+    lock_key: bytes | None  # the HMAC key a sealed lock is checked with (lockfile.seal)
     allow_edited_lock: bool  # build from a lock whose seal fails, with a warning: emergencies only
     sign_key: str | None  # a PEM key: the attached SBOM and provenance are DSSE envelopes it signed
     skip_audit: tuple[AuditSkip, ...]  # --skip-audit: added to the spec's [audit] skip (a flag wins)

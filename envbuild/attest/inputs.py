@@ -16,8 +16,8 @@ from envbuild._util.files import file_sha256
 from envbuild._util.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from envbuild.render.plan import Plan
-    from envbuild.spec.lockfile import LockedTarget
+    from envbuild.lockfile.model import LockedTarget
+    from envbuild.plan.plan import Plan
     from envbuild.spec.model import Spec
 
 WHEEL_LAYERS = ("framework", "user")  # the build context's wheels/<layer>/ folders (render.wheelhouse)

@@ -285,9 +285,9 @@ def _lock_facts(spec_path: str | None, labels: dict[str, str]) -> dict:
     envbuild.lock exists and was locked from the spec the image's label names; {} without a lock."""
     from envbuild.attest.inputs import dependencies
     from envbuild.errors import UsageError
+    from envbuild.lockfile.model import lock_path
+    from envbuild.lockfile.read import load_lock
     from envbuild.oci import labels as names
-    from envbuild.spec.lockfile import lock_path
-    from envbuild.spec.lockread import load_lock
 
     if not spec_path:
         return {}

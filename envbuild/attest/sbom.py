@@ -382,7 +382,7 @@ def validate_sbom(data: bytes) -> None:
 
 
 def _loaded(stack: dict) -> list[tuple[str, str | None]]:
-    """Which copy of the CUDA libraries the framework loads: the stack's statement (render.plan, from
+    """Which copy of the CUDA libraries the framework loads: the stack's statement (plan.plan, from
     the strategy and the framework: audit.loading), absent from a record that does not make it."""
     loaded = stack.get("cuda_libraries")
     if not isinstance(loaded, dict):

@@ -3,7 +3,7 @@
 An image can hold two copies of cuBLAS, cuDNN or NCCL: an `nvidia/cuda` image's in /usr/local/cuda and
 /usr/lib/<arch>-linux-gnu, and the `nvidia-*` wheels' in site-packages/nvidia/<library>/lib. Only one
 is loaded, and which one is not a guess: each framework finds its wheels' copy in a way its own
-source states (below). One function says it, so the stack JSON (render.plan), the SBOM (attest.sbom)
+source states (below). One function says it, so the stack JSON (plan.plan), the SBOM (attest.sbom)
 and the audit's duplicate report (audit.duplicates) can never disagree.
 """
 

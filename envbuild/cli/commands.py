@@ -35,7 +35,7 @@ def _spec(args: argparse.Namespace):
 
 
 def _lock_key(args: argparse.Namespace) -> bytes | None:
-    from envbuild.spec.lockseal import lock_key
+    from envbuild.lockfile.seal import lock_key
 
     return lock_key(args.lock_key_file)
 
@@ -60,7 +60,7 @@ def _sign_key(args: argparse.Namespace) -> str | None:
 
 def _warn_base_images(lock, matrix, spec) -> None:
     from envbuild.matrix.lifecycle import today
-    from envbuild.render.eolfix import lock_advice
+    from envbuild.plan.eolfix import lock_advice
 
     images = [(target.name, target.base_image) for target in lock.targets]
     shown = set()
@@ -241,8 +241,8 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
 
     from envbuild.errors import LockError
     from envbuild.lock.locker import check_lock_file
-    from envbuild.spec.lockfile import lock_path
-    from envbuild.spec.lockproblem import problem
+    from envbuild.lockfile.model import lock_path
+    from envbuild.lockfile.problem import problem
 
     progress = _lock_progress(args)
     try:

@@ -26,6 +26,7 @@ from envbuild.host.check import Check
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
 from envbuild.host.runtimecheck import HPC_RUNTIMES, SLOW_FIX, check_runtime, other_runtimes_hint
 from envbuild.image.platforms import describe, host_machine, platform_of
+from envbuild.lockfile.read import load_lock
 from envbuild.matrix.arch import parse_arch_list
 from envbuild.matrix.lifecycle import base_image_warning, today
 from envbuild.matrix.model import Gpu, Matrix, find_gpu
@@ -36,8 +37,7 @@ from envbuild.oci.labels import COMPAT, CUDA, GPU_ARCH
 from envbuild.oci.reference import parse_reference
 from envbuild.resolve.solver import native_cuda_of
 from envbuild.smoke.programs.smoke_common import require_satisfied
-from envbuild.spec.lockfile import LOCK_NAME
-from envbuild.spec.lockread import load_lock
+from envbuild.spec.model import LOCK_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -8,7 +8,7 @@ explicit install with no solve at build time.
 
 Each channel's repodata.json is fetched by envbuild.lock.repodata, bounded in bytes and time, and
 rattler solves from those files. Every solved record then goes through the lock reader's own check
-(envbuild.spec.lockread.check_conda_package) before it is locked: a record without a sha256, with a
+(envbuild.lockfile.read.check_conda_package) before it is locked: a record without a sha256, with a
 file name that is unsafe or that contradicts its name, version and build, is a LockError naming the
 channel and the package, never a lock that `render` and `lock --check` would refuse (issue 33). A
 package URL on another host than its channel (the channel's `info.base_url` moved it) is locked
@@ -26,11 +26,11 @@ from urllib.parse import urlsplit
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.errors import EnvbuildError, LockError, NoStackError
-from envbuild.spec.lockfile import LockedCondaPackage
-from envbuild.spec.lockread import check_conda_package
+from envbuild.lockfile.model import LockedCondaPackage
+from envbuild.lockfile.read import check_conda_package
 
 ANACONDA = "https://conda.anaconda.org"  # where a channel given by name lives
-# mambaorg/micromamba:<version> (render.plan.MICROMAMBA_IMAGE) is built on debian:13-slim
+# mambaorg/micromamba:<version> (plan.plan.MICROMAMBA_IMAGE) is built on debian:13-slim
 # (mamba-org/micromamba-docker, .github/workflows/push_latest.yml DEFAULT_BASE_IMAGE, a815800), and
 # Debian 13's glibc is 2.41: the __glibc the solve assumes for the conda strategy's base
 MICROMAMBA_GLIBC = "2.41"

@@ -17,11 +17,11 @@ import re
 from envbuild._util.progress import SILENT, Progress
 from envbuild.errors import NoStackError
 from envbuild.lock.conda import MICROMAMBA_GLIBC, CondaRequest, channel_url, moved_hosts, solve_conda
+from envbuild.lockfile.model import LockedCondaPackage, LockedTarget, canonical
+from envbuild.lockfile.problem import Problem, drift_recorder, problem
 from envbuild.matrix.platforms import platform as platform_named
 from envbuild.matrix.versions import format_minor
-from envbuild.render.plan import Plan
-from envbuild.spec.lockfile import LockedCondaPackage, LockedTarget, canonical
-from envbuild.spec.lockproblem import Problem, drift_recorder, problem
+from envbuild.plan.plan import Plan
 
 # the fields of a locked conda package a re-solve compares, in the order a message lists them
 FIELDS = ("version", "build", "sha256", "url", "channel", "layer")

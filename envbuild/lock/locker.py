@@ -7,7 +7,7 @@ sha256). Each platform is its own `[[target]]` entry, because wheels, hashes and
 dependencies differ between x86_64 and aarch64. The closure is resolved by uv for the *target*
 platform (envbuild.lock.uv), in two layers that mirror the image: the framework from its variant's
 index, then the user packages from the spec's index with the framework's closure as constraints.
-The file format is envbuild.spec.lockfile.
+The file format is envbuild.lockfile.model.
 """
 
 from __future__ import annotations
@@ -20,12 +20,7 @@ from envbuild._util.progress import SILENT, Progress
 from envbuild.errors import EnvbuildError, LockError, UsageError
 from envbuild.lock.condalayer import conda_changes, conda_drift, conda_package_drift, lock_conda, spec_name
 from envbuild.lock.uv import compile_layer
-from envbuild.matrix.model import Matrix
-from envbuild.oci.registry import PlatformMissing, pinned
-from envbuild.render.lockmatch import drift_problems, stack_facts
-from envbuild.render.plan import Plan, build_plan
-from envbuild.resolve.platform_choice import target_platforms
-from envbuild.spec.lockfile import (
+from envbuild.lockfile.model import (
     Lock,
     LockedCondaPackage,
     LockedPackage,
@@ -35,9 +30,14 @@ from envbuild.spec.lockfile import (
     lock_path,
     write_lock,
 )
-from envbuild.spec.lockproblem import Problem, platform_suffix, problem
-from envbuild.spec.lockread import load_previous, lock_from_data, read_lock
-from envbuild.spec.lockseal import seal_problems
+from envbuild.lockfile.problem import Problem, platform_suffix, problem
+from envbuild.lockfile.read import load_previous, lock_from_data, read_lock
+from envbuild.lockfile.seal import seal_problems
+from envbuild.matrix.model import Matrix
+from envbuild.oci.registry import PlatformMissing, pinned
+from envbuild.plan.lockmatch import drift_problems, stack_facts
+from envbuild.plan.plan import Plan, build_plan
+from envbuild.resolve.platform_choice import target_platforms
 from envbuild.spec.model import Spec, Target
 
 

@@ -15,9 +15,9 @@ import tempfile
 
 from envbuild._util.files import write_atomic
 from envbuild.errors import EnvbuildError
+from envbuild.lockfile.model import Lock, LockedPackage, LockedTarget, canonical, toml_string
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.platforms import platform as platform_named
-from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, canonical, toml_string
 
 # The interpreter uv resolves with: envbuild's own. The target's version and platform come from
 # --python-version and --python-platform; without --python, uv searches every interpreter on the host

@@ -1,6 +1,6 @@
 """The nvidia/cuda tag scheme, written and read in one place: X.Y.Z-[cudnnN-]{base|runtime|devel}-OS.
 
-render/plan.py writes these tags into FROM lines, the lifecycle checks read them back from locks, and the
+plan/plan.py writes these tags into FROM lines, the lifecycle checks read them back from locks, and the
 refresh compares them with the registry's tag list; all three must agree on the spelling.
 """
 

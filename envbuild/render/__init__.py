@@ -1,3 +1,3 @@
-"""Turn a spec target (and its lock) into a build plan, then into a Docker build context through the
-Jinja templates.
+"""Turn a Plan (envbuild.plan) into files: a Docker build context through the Jinja templates, its
+wheelhouse and uv binary, an Apptainer definition.
 """

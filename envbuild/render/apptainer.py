@@ -24,7 +24,7 @@ else (a `{{` or `}}`, which it expands) is refused with a UsageError before anyt
 from __future__ import annotations
 
 from envbuild.errors import UsageError
-from envbuild.render.plan import Plan
+from envbuild.plan.plan import Plan
 from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec
 

@@ -16,21 +16,21 @@ from envbuild import __version__
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.templates import environment
 from envbuild.errors import LockError, UsageError
+from envbuild.lockfile.model import lock_path
 from envbuild.matrix.platforms import short
-from envbuild.render.explicit import FILES as CONDA_FILES
-from envbuild.render.lockmatch import lock_for_render, require_match
-from envbuild.render.plan import MICROMAMBA_UID, VENV, Plan, build_plan
+from envbuild.plan.explicit import FILES as CONDA_FILES
+from envbuild.plan.lockmatch import lock_for_render, require_match
+from envbuild.plan.plan import MICROMAMBA_UID, VENV, Plan, build_plan
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.precision import precision_warnings, warning_text
 from envbuild.resolve.query import parse_gpu
 from envbuild.smoke import CHECKS_FILE, program_files
-from envbuild.spec.lockfile import lock_path
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from envbuild.lockfile.model import Lock, LockedTarget
     from envbuild.matrix.model import Matrix
-    from envbuild.spec.lockfile import Lock, LockedTarget
     from envbuild.spec.model import Spec
 
 DOCKERFILE_TEMPLATES = {
@@ -111,7 +111,7 @@ def render_files(plan: Plan) -> dict[str, bytes]:
         files["requirements-cuda.txt"] = plan.cuda_lines
     if plan.strategy == "conda":
         del files["requirements-framework.txt"]
-    if plan.conda_framework_lines:  # the lock's conda layer, installed as it is (render.explicit)
+    if plan.conda_framework_lines:  # the lock's conda layer, installed as it is (plan.explicit)
         files[CONDA_FILES["framework"]] = plan.conda_framework_lines
         if plan.conda_user_lines:
             files[CONDA_FILES["user"]] = plan.conda_user_lines

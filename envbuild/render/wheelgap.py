@@ -31,14 +31,14 @@ import shlex
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
 from envbuild.matrix.platforms import platform as platform_named
-from envbuild.render.cudalayer import is_cuda_package
+from envbuild.plan.cudalayer import is_cuda_package
 from envbuild.render.wheelhash import wheel_sha256
 from envbuild.render.wheelhouse import canonical, installs_on, require_directory, wheel_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from envbuild.spec.lockfile import LockedPackage, LockedTarget
+    from envbuild.lockfile.model import LockedPackage, LockedTarget
 
 MAX_LISTED = 20  # wheels the error lists one by one; the pip download lines name them all
 
@@ -97,7 +97,7 @@ def _wheels_by_release(directory: str) -> dict[tuple[str, str], list[str]]:
 
 def _layer(package: LockedPackage, strategy: str) -> str:
     if package.layer == "framework" and strategy != "conda" and is_cuda_package(package.name):
-        return "CUDA"  # render.plan.split_cuda: the framework's CUDA wheels install in a layer of their own
+        return "CUDA"  # plan.plan.split_cuda: the framework's CUDA wheels install in a layer of their own
     return package.layer
 
 

@@ -19,7 +19,7 @@ from envbuild._util.wheelzip import checked_members, member_bound
 from envbuild.errors import UsageError
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.platforms import platform as platform_named
-from envbuild.render.cudalayer import is_cuda_package
+from envbuild.plan.cudalayer import is_cuda_package
 
 _WHEEL_RE = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
@@ -161,7 +161,7 @@ def split_wheelhouse(
     image_platform: str = DEFAULT_PLATFORM,
 ) -> None:
     """Copy (hard-link where possible) into destination/framework and destination/user the wheels that
-    install on `image_platform`; with `cuda`, the framework's CUDA wheels (envbuild.render.cudalayer)
+    install on `image_platform`; with `cuda`, the framework's CUDA wheels (envbuild.plan.cudalayer)
     into destination/cuda, the CUDA layer's only wheel input, which a framework patch release leaves
     unchanged."""
     require_directory(directory)

@@ -18,7 +18,7 @@ every plan resolve returns and render builds can install and import its framewor
   of the same major (cuDNN and NCCL keep backward compatibility within a major; an older one fails
   at import). jax [cudaNN-local] and TensorFlow without [and-cuda] load the image's libraries. torch
   keeps its own nvidia-* wheels on a base image, which is then the release's `base` flavor (no cuDNN,
-  no NCCL: envbuild.render.cudabase), so only the image's CUDA X.Y is held to its bounds.
+  no NCCL: envbuild.plan.cudabase), so only the image's CUDA X.Y is held to its bounds.
 
 A build without a row was not measured: the framework file's own fields decide, as before, and a
 caveat says so when the matrix has rows for other builds.
@@ -121,7 +121,7 @@ def _meets(bundled: str, wanted: str) -> bool:
 def brings_own_libraries(variant: Variant) -> bool:
     """A wheels build without an extra (torch) depends on its nvidia-* wheels itself, so its base-image
     install keeps them; builds with an extra (tensorflow[and-cuda], jax[cuda12]) drop it there and
-    use the image's libraries (envbuild.render.plan)."""
+    use the image's libraries (envbuild.plan.plan)."""
     return variant.cuda_from == "wheels" and not variant.extra
 
 
@@ -140,7 +140,7 @@ def image_miss(
     row's bounds, and the image's CUDA X.Y against the row's runtime bound.
 
     A build that brings its own libraries (torch) is built on the release's `base` flavor
-    (envbuild.render.cudabase), which holds no cuDNN and no NCCL: nothing of the image can stand in
+    (envbuild.plan.cudabase), which holds no cuDNN and no NCCL: nothing of the image can stand in
     for torch's copies, so only the CUDA X.Y is checked."""
     major = image.cuda[0]
     libraries = (

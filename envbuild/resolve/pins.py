@@ -1,5 +1,5 @@
 """The nvidia-* pins that make an install get the stack resolve reported: one place for the text and
-JSON install lines (envbuild.resolve.report) and render's constraints.txt (envbuild.render.plan),
+JSON install lines (envbuild.resolve.report) and render's constraints.txt (envbuild.plan.plan),
 so what resolve says is what pip, uv and the lock get.
 
 * Open-ranged builds (JAX, TensorFlow >= 2.20: any CUDA X.Y >= a minimum) take the newest nvidia-*

@@ -3,7 +3,7 @@
 `render` used to apply it after resolving, so `resolve -f` showed Python 3.11 stacks for an
 ubuntu22.04 target that render then refused (issue 34 item 8). It lives here, in resolve, and
 spec_query.target_query applies it to the query both commands build: `resolve -f` and `render` give
-the same answer, the same error and fix, at the same step. render/plan.py reads the source it returns.
+the same answer, the same error and fix, at the same step. plan/plan.py reads the source it returns.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def target_query(
         field = FIELDS[keyword][0]
         raise UsageError(f"{where}: {field} = {exc.message[match.end() :]}", fix=exc.fix) from None
     # render's rule for where the Python comes from, here so that `resolve -f` refuses what render
-    # would refuse, with render's words (render/plan.py reads the source from the same function)
+    # would refuse, with render's words (plan/plan.py reads the source from the same function)
     python_source(
         matrix,
         os_name=query.os or fields["os"],

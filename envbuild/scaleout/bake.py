@@ -33,12 +33,12 @@ import shlex
 
 from envbuild._util.outputs import check_output, write_output
 from envbuild.errors import UsageError
+from envbuild.lockfile.model import Lock
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import short
+from envbuild.plan.plan import build_plan
 from envbuild.render.context import context_dir
-from envbuild.render.plan import build_plan
 from envbuild.resolve.platform_choice import target_platforms
-from envbuild.spec.lockfile import Lock
 from envbuild.spec.model import Spec, Target
 
 # Bake's `attest` attribute: the `--attest` flag's inline strings, one per attestation
@@ -178,7 +178,7 @@ def bake_file(
     """The bake definition (JSON form) that builds every target's rendered context as a candidate.
 
     cache_ref: one registry cache ref for every target; default `<repository>:buildcache-<target>`.
-    lock: an envbuild.lock (`envbuild.spec.lockread.load_lock`) so the labels name the pinned base image, as
+    lock: an envbuild.lock (`envbuild.lockfile.read.load_lock`) so the labels name the pinned base image, as
     the rendered Dockerfile does.
     """
     repository = spec.image.repository

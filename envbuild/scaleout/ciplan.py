@@ -15,19 +15,19 @@ from __future__ import annotations
 from envbuild._util import toml
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
+from envbuild.lockfile.model import lock_path
+from envbuild.lockfile.seal import KEY_ENV
 from envbuild.matrix.model import Matrix, gpu_index
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.versions import sm_name
 from envbuild.oci.reference import registry_host
-from envbuild.render.plan import build_plan
+from envbuild.plan.plan import build_plan
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.precision import gpus_precision
 from envbuild.resolve.query import parse_gpu
 from envbuild.scaleout.bake import bake_names, platform_builds
 from envbuild.scaleout.install import install_source
 from envbuild.scaleout.quoting import shell_word
-from envbuild.spec.lockfile import lock_path
-from envbuild.spec.lockseal import KEY_ENV
 from envbuild.spec.model import SMOKE_SETTINGS, Spec
 from envbuild.spec.validate import image_ref
 

@@ -44,7 +44,7 @@ from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.matrix.platforms import short
 from envbuild.oci import labels
 from envbuild.oci.reference import DIGEST_RE
-from envbuild.render.plan import MICROMAMBA_UID, USER_UID
+from envbuild.plan.plan import MICROMAMBA_UID, USER_UID
 from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.precision import gpus_precision, target_precision
 from envbuild.scaleout.bake import platform_builds

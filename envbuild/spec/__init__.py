@@ -1,3 +1,3 @@
-"""What a team commits: envbuild.toml (model, validation, the starter file) and the envbuild.lock file
-format (its data model, reading, writing and pinned requirement lines).
+"""What a team writes: envbuild.toml (model, validation, the starter file, the smoke labels). The
+envbuild.lock file that `envbuild lock` writes from it is envbuild.lockfile.
 """

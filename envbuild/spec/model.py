@@ -29,7 +29,6 @@ from envbuild.smoke import (
     TIMEOUT_RANGE_S,
 )
 from envbuild.spec import validate
-from envbuild.spec.lockfile import LOCK_NAME
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,6 +36,9 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
+# the lock file `envbuild lock` writes next to envbuild.toml: a team commits both, and no target's
+# output may take its name (envbuild.lockfile, above spec, reads the name from here)
+LOCK_NAME = "envbuild.lock"
 DEFAULT_TAG = "{target}-{framework}{framework_version}-cuda{cuda}-py{python}"
 DEFAULT_USER = "envbuild"
 # what installs Python packages inside the image: uv (fast, never left in the image) or pip, for

@@ -24,7 +24,7 @@ import pytest
 
 from envbuild._testing.condachannel import CondaChannel, stack_channel
 from envbuild.matrix.load import load_matrix
-from envbuild.render.plan import build_plan
+from envbuild.plan.plan import build_plan
 from envbuild.spec.model import load_spec
 from tests.helpers.locking import run_lock
 

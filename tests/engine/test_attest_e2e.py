@@ -22,7 +22,7 @@ from envbuild.attest import fields
 from envbuild.attest.attach import attach_documents, fetch_documents
 from envbuild.cli.app import main
 from envbuild.host.doctor import attestation_checks
-from envbuild.spec.lockread import load_lock
+from envbuild.lockfile.read import load_lock
 from tests.helpers.docker import docker
 from tests.helpers.locking import spec_text
 from tests.helpers.registry import manifest_digest, push

@@ -12,7 +12,7 @@ import pytest
 
 from envbuild._testing.pyindex import PackageIndex
 from envbuild.cli.app import main
-from envbuild.spec.lockread import load_lock
+from envbuild.lockfile.read import load_lock
 from tests.helpers.docker import docker
 from tests.helpers.locking import run_lock, spec_text
 from tests.helpers.registry import manifest_digest, push

@@ -13,8 +13,8 @@ import pytest
 from envbuild._testing.pyindex import PackageIndex
 from envbuild.cli.app import main
 from envbuild.errors import EnvbuildError
+from envbuild.lockfile.read import load_lock
 from envbuild.oci.registry import resolve_digest
-from envbuild.spec.lockread import load_lock
 from tests.helpers.locking import run_lock, spec_text
 from tests.helpers.registry import (
     basic_auth,

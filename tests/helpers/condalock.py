@@ -17,9 +17,9 @@ from envbuild import __version__
 from envbuild._testing.condachannel import CondaChannel
 from envbuild.lock.condalayer import lock_conda
 from envbuild.lock.locker import locked_target
+from envbuild.lockfile.model import Lock, LockedCondaPackage, LockedPackage, LockedTarget, dumps, lock_path
 from envbuild.matrix.model import Matrix
-from envbuild.render.plan import Plan, build_plan
-from envbuild.spec.lockfile import Lock, LockedCondaPackage, LockedPackage, LockedTarget, dumps, lock_path
+from envbuild.plan.plan import Plan, build_plan
 from envbuild.spec.model import Spec, load_spec
 from tests.helpers.paths import EXAMPLES
 

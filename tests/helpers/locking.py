@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
-from envbuild.spec.lockfile import Lock, dumps
+from envbuild.lockfile.model import Lock, dumps
 
 
 def spec_text(user_url: str, framework_url: str, pip: str = '["app[fast]", "lib==2.0"]') -> str:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
+from envbuild.lockfile.read import read_lock
 from envbuild.matrix.model import Matrix
-from envbuild.spec.lockread import read_lock
 from tests.helpers.condainstall import channel_records, install_explicit, installed_packages, read_explicit
 from tests.helpers.condalock import example_channel, example_plan, locked_project
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
-from envbuild.spec.lockread import load_lock
+from envbuild.lockfile.read import load_lock
 from tests.helpers.locking import run_lock, spec_text
 from tests.helpers.paths import MATRIX_DIR
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.spec.lockfile import LockedPackage
-from envbuild.spec.lockproblem import KINDS
-from envbuild.spec.lockread import load_lock
+from envbuild.lockfile.model import LockedPackage
+from envbuild.lockfile.problem import KINDS
+from envbuild.lockfile.read import load_lock
 from tests.helpers.locking import forge, run_lock, spec_text
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64

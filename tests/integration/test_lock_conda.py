@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from envbuild._testing.condachannel import CondaChannel, stack_channel
+from envbuild.lockfile.read import load_lock
 from envbuild.matrix.load import load_matrix
-from envbuild.render.plan import build_plan
-from envbuild.spec.lockread import load_lock
+from envbuild.plan.plan import build_plan
 from envbuild.spec.model import load_spec
 from tests.helpers.locking import forge, run_lock
 

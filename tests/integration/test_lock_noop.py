@@ -20,8 +20,8 @@ import pytest
 
 from envbuild import __version__
 from envbuild.cli.app import main
+from envbuild.lockfile.read import load_lock, read_lock
 from envbuild.matrix.load import load_matrix
-from envbuild.spec.lockread import load_lock, read_lock
 from tests.helpers.locking import forge, no_network, run_lock, spec_text, write_key
 from tests.helpers.paths import MATRIX_DIR
 from tests.helpers.registry import LoopbackServer, RegistryHandler

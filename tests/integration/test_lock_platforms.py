@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from envbuild._testing.pyindex import PackageIndex, build_wheel
-from envbuild.spec.lockread import load_lock, read_lock
+from envbuild.lockfile.read import load_lock, read_lock
 from tests.helpers.locking import forge, run_lock
 from tests.helpers.platformwheels import build_platform_wheel, sha256_of
 from tests.helpers.registry import upload_index

@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 from envbuild._util import toml
 from envbuild.cli.app import main
-from envbuild.spec.lockfile import Lock, LockedPackage, body_text, dumps
-from envbuild.spec.lockread import lock_from_data, read_lock
-from envbuild.spec.lockseal import content_digest
+from envbuild.lockfile.model import Lock, LockedPackage, body_text, dumps
+from envbuild.lockfile.read import lock_from_data, read_lock
+from envbuild.lockfile.seal import content_digest
 from tests.helpers.locking import forge, spec_text, write_key
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
+from envbuild.lockfile.read import load_lock
 from envbuild.render.wheelgap import require_wheels, wheelhouse_gaps
-from envbuild.spec.lockread import load_lock
 from tests.helpers.locking import spec_text
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 from envbuild.attest.inputs import dependencies
-from envbuild.spec.lockfile import LockedPackage, LockedTarget
+from envbuild.lockfile.model import LockedPackage, LockedTarget
 
 
 def _context(tmp_path: Path, layer: str, name: str, data: bytes) -> str:

@@ -216,7 +216,7 @@ def test_the_audit_gates_measured_kernels_and_verdicts_are_properties() -> None:
 
 
 def test_the_sbom_says_which_copy_loads_and_what_the_audit_found_twice() -> None:
-    """issue 32 item 5: the stack's cuda_libraries (render.plan) and the audit's duplicates."""
+    """issue 32 item 5: the stack's cuda_libraries (plan.plan) and the audit's duplicates."""
     record = copy.deepcopy(RECORD)
     assert (
         fields.sbom_property(build_sbom(record, INVENTORY, subject=SUBJECT), fields.P_CUDA_LOADED_FROM)

@@ -13,7 +13,7 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.errors import UsageError
-from envbuild.render.plan import build_plan
+from envbuild.plan.plan import build_plan
 from envbuild.scaleout import bake as scaleout
 from envbuild.spec.model import load_spec
 from tests.helpers.outputs import BAD_OUTPUTS, assert_refused_output, bad_output

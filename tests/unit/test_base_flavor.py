@@ -15,9 +15,9 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.errors import LockError
+from envbuild.lockfile.model import LockedTarget
 from envbuild.matrix.model import Matrix
-from envbuild.render.plan import build_plan, locked_base
-from envbuild.spec.lockfile import LockedTarget
+from envbuild.plan.plan import build_plan, locked_base
 from envbuild.spec.model import load_spec
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.matrix.model import Matrix
-from envbuild.render.plan import build_plan
+from envbuild.plan.plan import build_plan
 from envbuild.resolve.cudnn import floor_of, judge
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.query import build_query

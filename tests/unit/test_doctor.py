@@ -16,8 +16,8 @@ import pytest
 from envbuild import __version__
 from envbuild.cli.app import main
 from envbuild.host.nvsmi import parse_banner, parse_query, reason_names
+from envbuild.lockfile.model import Lock, LockedPackage, LockedTarget, write_lock
 from envbuild.smoke.programs.smoke_common import require_satisfied
-from envbuild.spec.lockfile import Lock, LockedPackage, LockedTarget, write_lock
 from tests.helpers.nvsmi import CAPTURES, CU124_ARCH, by_name, doctor
 from tests.helpers.registry import LoopbackServer, RegistryHandler
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from envbuild.cli.app import main
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
-from envbuild.render.plan import build_plan
+from envbuild.plan.plan import build_plan
 from envbuild.scaleout.github import ACTIONS, workflow_yaml
 from envbuild.scaleout.quoting import yaml_block, yaml_scalar
 from envbuild.spec.model import load_spec

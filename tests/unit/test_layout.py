@@ -15,8 +15,9 @@ from tests.helpers.paths import REPO
 
 PACKAGE = REPO / "envbuild"
 
-# Lowest first. A unit may import only units before it. smoke sits low: its programs and its report
-# format are data that render, image, host and spec carry; pipeline and cli sit on top of all stages.
+# Lowest first, in the order the data flows. A unit may import only units before it. smoke sits low:
+# its programs and its report format are data that render, image, host and spec carry; pipeline and cli
+# sit on top of all stages. The README's layout section lists the same packages in the same order.
 LAYERS = (
     "envbuild",  # __init__: the version
     "envbuild.errors",
@@ -25,11 +26,13 @@ LAYERS = (
     "envbuild.smoke",
     "envbuild.matrix",
     "envbuild.audit",
-    "envbuild.spec",
+    "envbuild.spec",  # only what a team writes: envbuild.toml
+    "envbuild.lockfile",  # envbuild.lock: model, bytes, seal, problems
     "envbuild.resolve",
-    "envbuild.refresh",
-    "envbuild.render",
-    "envbuild.lock",
+    "envbuild.refresh",  # `matrix refresh`: reads upstream, writes matrix data; beside resolve, off the build
+    "envbuild.plan",  # Plan: what lock, render, build and attest hand on
+    "envbuild.lock",  # writes envbuild.lock from plans; never imports render
+    "envbuild.render",  # Plan -> files
     "envbuild.image",
     "envbuild.runtime",  # the smoke step on Docker, Apptainer, Enroot, Charliecloud: judged by image.verify
     "envbuild.attest",  # SBOM and provenance: built from what image read, attached through oci
@@ -98,6 +101,33 @@ def module_graph() -> dict[str, set[str]]:
 def test_every_unit_is_in_the_layer_list() -> None:
     units = {unit_of(m) for m in envbuild_modules()}
     assert units == set(LAYERS), "add a new package or top-level module to LAYERS (and the README)"
+
+
+def readme_layout() -> list[str]:
+    """The units the README's layout section lists, in its order: each `  name/` or `  name.py` line of
+    the `envbuild/` block that follows "in the order the data flows"."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("in the order the data flows") :]
+    block = section[section.index("```\nenvbuild/\n") + len("```\nenvbuild/\n") :]
+    block = block[: block.index("```")]
+    units = []
+    for line in block.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name = line.split()[0]
+            if name == "__init__.py":
+                units.append("envbuild")
+            else:
+                units.append("envbuild." + name.removesuffix("/").removesuffix(".py"))
+    return units
+
+
+def test_readme_layout_lists_the_layers_in_order() -> None:
+    """The README tells a new maintainer where each stage lives: it must name every unit in LAYERS,
+    no other, in the same order, or it reads as a pipeline the code is not."""
+    listed = readme_layout()
+    assert sorted(set(LAYERS) - set(listed)) == [], "in LAYERS but not in the README's layout section"
+    assert sorted(set(listed) - set(LAYERS)) == [], "in the README's layout section but not in LAYERS"
+    assert listed == list(LAYERS), "the README's layout section lists the units in another order"
 
 
 def test_no_package_imports_one_above_it() -> None:

@@ -23,8 +23,8 @@ from envbuild.matrix.lifecycle import (
     today,
 )
 from envbuild.matrix.load import default_matrix_dir, load_matrix
-from envbuild.render.eolfix import base_image_advice
-from envbuild.render.plan import build_plan
+from envbuild.plan.eolfix import base_image_advice
+from envbuild.plan.plan import build_plan
 from envbuild.spec.model import load_spec
 from tests.helpers.paths import EXAMPLES
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.errors import LockError, UsageError
-from envbuild.spec.lockseal import content_digest, content_hmac, judge_seal, lock_key, seal_problems
+from envbuild.lockfile.seal import content_digest, content_hmac, judge_seal, lock_key, seal_problems
 
 KEY = b"k" * 32
 BODY = 'lock-version = 1\nenvbuild = "0.1.0"\n'

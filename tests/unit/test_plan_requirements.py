@@ -15,7 +15,7 @@ from packaging.version import Version
 from envbuild.cli.app import main
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.model import Matrix
-from envbuild.render.plan import build_plan
+from envbuild.plan.plan import build_plan
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.report import stack_json
 from envbuild.resolve.solver import Resolution, candidate_label

@@ -13,8 +13,8 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.matrix.model import Matrix
+from envbuild.plan.plan import build_plan
 from envbuild.render.context import render_files, write_context
-from envbuild.render.plan import build_plan
 from envbuild.render.wheelhouse import framework_closure
 from envbuild.smoke import program_files
 from envbuild.spec.model import load_spec

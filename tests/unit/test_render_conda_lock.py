@@ -14,10 +14,10 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.errors import LockError
+from envbuild.lockfile.model import LockedCondaPackage
 from envbuild.matrix.model import Matrix
+from envbuild.plan.plan import build_plan
 from envbuild.render.context import render_files
-from envbuild.render.plan import build_plan
-from envbuild.spec.lockfile import LockedCondaPackage
 from envbuild.spec.model import load_spec
 from tests.helpers.condalock import (
     LOCKED_BASE,
@@ -48,7 +48,7 @@ def rendered(tmp_path: Path, matrix: Matrix, channel_url: str, capsys: pytest.Ca
 
 
 def locked_conda(spec: Path) -> tuple[LockedCondaPackage, ...]:
-    from envbuild.spec.lockread import read_lock
+    from envbuild.lockfile.read import read_lock
 
     return read_lock(str(spec.parent / "envbuild.lock")).lock.targets[0].conda
 

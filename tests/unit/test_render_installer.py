@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from envbuild.cli.app import main
+from envbuild.lockfile.model import LockedPackage, LockedTarget
 from envbuild.matrix.model import Matrix
+from envbuild.plan.cudalayer import is_cuda_package
+from envbuild.plan.plan import build_plan
 from envbuild.render.context import render_files
-from envbuild.render.cudalayer import is_cuda_package
-from envbuild.render.plan import build_plan
-from envbuild.spec.lockfile import LockedPackage, LockedTarget
 from envbuild.spec.model import load_spec
 
 BASE = "debian:bookworm-slim@sha256:" + "a" * 64

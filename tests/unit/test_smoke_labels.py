@@ -17,7 +17,7 @@ from envbuild.errors import UsageError
 from envbuild.image.imagelabels import framework_label
 from envbuild.matrix.model import Matrix
 from envbuild.oci.labels import FRAMEWORK, PREFIX, spec_smoke_label
-from envbuild.render.plan import build_plan
+from envbuild.plan.plan import build_plan
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S
 from envbuild.spec.model import SMOKE_SETTINGS, STRINGS, TABLE_KEYS, load_spec
 from envbuild.spec.smokelabels import DEFAULT, FLAG, LABEL, choose, smoke_labels

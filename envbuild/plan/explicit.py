@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 
 from envbuild.errors import LockError
+from envbuild.lockfile.model import LockedCondaPackage
 from envbuild.spec import validate
-from envbuild.spec.lockfile import LockedCondaPackage
 
 FILES = {"framework": "conda-framework.txt", "user": "conda-user.txt"}
 _SHA256_RE = re.compile(r"sha256:[0-9a-f]{64}")

@@ -1,5 +1,5 @@
 """Whether a lock still says what the spec and the matrix imply for each target, and the lock
-render and build may use: sealed (spec.lockseal), made for this spec and matrix, and consistent.
+render and build may use: sealed (lockfile.seal), made for this spec and matrix, and consistent.
 
 A lock that passes its seal can still be a forgery whose digest was recomputed. What the spec and
 matrix determine (the targets, the stack, the framework pin, which layer a direct requirement is
@@ -13,15 +13,15 @@ import os
 
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.errors import LockError
-from envbuild.spec.lockfile import Lock, LockedTarget, canonical, lock_path
-from envbuild.spec.lockproblem import Problem, drift_recorder
-from envbuild.spec.lockread import STACK_KEYS, read_lock
-from envbuild.spec.lockseal import judge_seal
+from envbuild.lockfile.model import Lock, LockedTarget, canonical, lock_path
+from envbuild.lockfile.problem import Problem, drift_recorder
+from envbuild.lockfile.read import STACK_KEYS, read_lock
+from envbuild.lockfile.seal import judge_seal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from envbuild.render.plan import Plan
+    from envbuild.plan.plan import Plan
     from envbuild.spec.model import Spec
 
 FIX = "run `envbuild lock` and commit envbuild.lock"

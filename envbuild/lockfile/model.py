@@ -1,7 +1,8 @@
 """The envbuild.lock file: its data model, its byte-stable TOML form, and the pinned lines it gives.
 
 The lock is an input to planning (render installs its exact, hashed pins) and the output of locking,
-so it lives with the spec, below both: `envbuild.lock` imports this module, never the other way.
+so it lives in its own package just above the spec, below both: `envbuild.plan` and `envbuild.lock`
+import this module, never the other way.
 A small TOML writer for one fixed shape keeps the bytes ours to keep stable.
 """
 
@@ -13,11 +14,11 @@ import re
 
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
+from envbuild.lockfile.seal import content_digest, content_hmac
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
-from envbuild.spec.lockseal import content_digest, content_hmac
+from envbuild.spec.model import LOCK_NAME
 
 LOCK_VERSION = 1
-LOCK_NAME = "envbuild.lock"
 HEADER = (
     "# envbuild.lock: written by `envbuild lock`; do not edit by hand (`envbuild lock --check` catches it).\n"
 )

@@ -2,7 +2,7 @@
 
 `envbuild lock --check` prints each problem's message; `--check --json` prints the records, so a CI
 step or a bot can act on them (relock one target, name the package that moved) without parsing text.
-The seal (spec.lockseal), the drift from spec and matrix (render.lockmatch) and the re-resolution
+The seal (lockfile.seal), the drift from spec and matrix (plan.lockmatch) and the re-resolution
 (lock.locker) all produce them, so the record lives here, below all three.
 """
 

@@ -10,8 +10,8 @@ that `resolve -f` refuses it as render does.
 from __future__ import annotations
 
 from envbuild.errors import UsageError
+from envbuild.lockfile.model import canonical
 from envbuild.resolve.solver import Stack
-from envbuild.spec.lockfile import canonical
 from envbuild.spec.model import Spec, Target
 
 

@@ -13,16 +13,17 @@ from envbuild import __version__
 from envbuild._util.record import Record
 from envbuild.audit.loading import loaded_copy
 from envbuild.errors import LockError, NoStackError, UsageError
+from envbuild.lockfile.model import LockedPackage, LockedTarget, requirement_lines
 from envbuild.matrix.model import Image as CudaImage
 from envbuild.matrix.model import Matrix, OperatingSystem
 from envbuild.matrix.platforms import PLATFORMS
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
-from envbuild.render.coherence import check_framework_pins
-from envbuild.render.cudabase import cuda_base
-from envbuild.render.cudalayer import is_cuda_package
-from envbuild.render.explicit import explicit_file
+from envbuild.plan.coherence import check_framework_pins
+from envbuild.plan.cudabase import cuda_base
+from envbuild.plan.cudalayer import is_cuda_package
+from envbuild.plan.explicit import explicit_file
 from envbuild.resolve.needs import brings_own_libraries
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.platform_choice import target_platforms
@@ -32,7 +33,6 @@ from envbuild.resolve.solver import Stack, candidate_label, resolve
 from envbuild.resolve.spec_query import target_query
 from envbuild.smoke import checks_file
 from envbuild.spec import validate
-from envbuild.spec.lockfile import LockedPackage, LockedTarget, requirement_lines
 from envbuild.spec.model import Spec, Target
 from envbuild.spec.smokelabels import smoke_labels
 
@@ -119,7 +119,7 @@ class Plan(Record):
     installer: str  # uv | pip: what the Dockerfile installs with (installer_for)
     cuda_lines: str  # requirements-cuda.txt: the lock's CUDA wheels, their own layer ("" for none)
     # conda-framework.txt / conda-user.txt: the lock's conda layer as micromamba explicit files
-    # (render.explicit); "" when the lock has none, and then the conda strategy solves at build time
+    # (plan.explicit); "" when the lock has none, and then the conda strategy solves at build time
     conda_framework_lines: str
     conda_user_lines: str
     # smoke_checks.json: the spec's [smoke] imports and command, which the smoke program beside it runs
@@ -307,7 +307,7 @@ def build_plan(
             "matrix_digest": matrix.digest,
             "envbuild": __version__,
             # which copy of the CUDA libraries the framework loads (audit.loading, with its sources),
-            # and, for base-image, the nvidia/cuda flavor chosen and why (render.cudabase)
+            # and, for base-image, the nvidia/cuda flavor chosen and why (plan.cudabase)
             "cuda_libraries": loaded_copy(strategy, stack.framework.name, own_libraries).document(),
             "base_flavor": base_flavor,
         }
@@ -389,7 +389,7 @@ def split_cuda(
 ) -> tuple[tuple[LockedPackage, ...], tuple[LockedPackage, ...]]:
     """(the lock's packages without the framework layer's CUDA wheels, those CUDA wheels).
 
-    The CUDA wheels get a layer of their own before the framework's (envbuild.render.cudalayer);
+    The CUDA wheels get a layer of their own before the framework's (envbuild.plan.cudalayer);
     conda installs CUDA from conda packages, so its lock is left whole."""
     if lock is None:
         return (), ()

@@ -16,11 +16,7 @@ from envbuild._util import limits, toml
 from envbuild._util.files import NotReadable, read_regular
 from envbuild._util.record import Record
 from envbuild.errors import LockError
-from envbuild.matrix.model import STRATEGIES
-from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
-from envbuild.oci.reference import parse_reference
-from envbuild.spec import validate
-from envbuild.spec.lockfile import (
+from envbuild.lockfile.model import (
     LOCK_VERSION,
     Lock,
     LockedCondaPackage,
@@ -28,7 +24,11 @@ from envbuild.spec.lockfile import (
     LockedTarget,
     body_text,
 )
-from envbuild.spec.lockseal import DIGEST_PREFIX, HMAC_PREFIX, content_digest
+from envbuild.lockfile.seal import DIGEST_PREFIX, HMAC_PREFIX, content_digest
+from envbuild.matrix.model import STRATEGIES
+from envbuild.matrix.platforms import DEFAULT_PLATFORM, PLATFORMS
+from envbuild.oci.reference import parse_reference
+from envbuild.spec import validate
 
 TOP_KEYS = (
     "lock-version",

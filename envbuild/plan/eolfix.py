@@ -19,7 +19,7 @@ from envbuild.matrix.lifecycle import base_image_warning, image_lifecycle, suppo
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.versions import format_minor, parse_driver
 from envbuild.oci.reference import parse_reference
-from envbuild.render.plan import Plan, build_plan
+from envbuild.plan.plan import Plan, build_plan
 from envbuild.spec.model import Spec, Target
 
 
