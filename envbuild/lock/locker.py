@@ -295,7 +295,7 @@ def relock(
 
 
 def refuse_unreadable(lock: Lock, path: str) -> None:
-    """The lock about to be written, read back by the readers' own validator (lockread.lock_from_data):
+    """The lock about to be written, read back by the readers' own validator (lockfile.read.lock_from_data):
     `lock` never writes a file that `render` and `lock --check` refuse, whose fix (relock) would
     write the same file again (issue 33). A LockError naming the field; nothing is written."""
     from envbuild._util import toml

@@ -166,7 +166,7 @@ def body_text(lock: Lock) -> str:
 
 
 def dumps(lock: Lock, key: bytes | None = None) -> str:
-    """The file's text; with a key, also the HMAC a key holder's lock carries (lockseal)."""
+    """The file's text; with a key, also the HMAC a key holder's lock carries (lockfile.seal)."""
     body = body_text(lock)
     seal = f"content-digest = {toml_string(content_digest(body))}\n"
     if key is not None:
