@@ -31,18 +31,18 @@ from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.lockfile.model import lock_path
 from envbuild.matrix.platforms import short
 from envbuild.oci.reference import split_tag
+from envbuild.plan.builds import target_builds
 from envbuild.plan.lockmatch import lock_for_render, require_match
 from envbuild.plan.plan import build_plan
 from envbuild.render.context import check_destination, render_files, write_context
 from envbuild.render.wheelgap import require_wheels
-from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.query import parse_gpu
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from envbuild.audit.skip import AuditSkip
-    from envbuild.lockfile.model import Lock, LockedTarget
+    from envbuild.lockfile.model import LockedTarget
     from envbuild.matrix.model import Matrix
     from envbuild.spec.model import Spec, Target
 
@@ -149,33 +149,36 @@ def build_spec(
 
     def build_one(chosen: Target) -> dict:
         tell = (lambda line: say(f"[{chosen.name}] {line}")) if parallel else say
-        platforms = (lock.platforms(chosen.name) if lock else ()) or target_platforms(matrix, chosen.stack)
-        if len(platforms) > 1:
+        builds = planned[chosen.name]
+        if len(builds) > 1:
             return build_platforms(
                 matrix,
                 spec,
                 chosen,
                 options.replace(smoke_device=device),
-                platforms,
-                lock=lock,
+                builds,
                 lock_digest=digest,
                 say=tell,
                 progress=tell if parallel else None,
             )
+        ((platform, locked),) = builds
         return build_target(
             matrix,
             spec,
             chosen,
             options.replace(smoke_device=device),
-            lock=lock.target(chosen.name) if lock else None,
+            lock=locked,
             lock_digest=digest,
             say=tell,
             progress=tell if parallel else None,
+            platform=platform,
         )
 
     chosen_targets = spec.target(target)
-    for chosen in chosen_targets:  # a usage error for all before any target starts
+    planned = {}  # target -> its (platform, locked entry) pairs: the spec's platforms, as render has them
+    for chosen in chosen_targets:  # a usage or lock error for all before any target starts
         check_destination(options.out_dir, chosen.name)
+        planned[chosen.name] = target_builds(matrix, spec, chosen, lock)
     if lock is not None and options.wheelhouse is not None:  # a lock that outgrew it: before any build
         names = {chosen.name for chosen in chosen_targets}
         require_wheels(options.wheelhouse, [entry for entry in lock.targets if entry.name in names])
@@ -403,9 +406,8 @@ def build_platforms(
     spec: Spec,
     target: Target,
     options: BuildOptions,
-    platforms: tuple[str, ...],
+    builds: tuple[tuple[str, LockedTarget | None], ...],
     *,
-    lock: Lock | None = None,
     lock_digest: str | None = None,
     say: Callable[[str], None] = print,
     progress: Callable[[str], None] | None = None,
@@ -420,14 +422,14 @@ def build_platforms(
     # <out>/<target>/ as a context of envbuild's own (its marker, nothing else), as render writes it for
     # several platforms: it replaces the last build's contexts, and a later build may replace it again
     write_context({}, options.out_dir, target.name)
-    for name in platforms:
+    for name, locked in builds:
         say(f"{target.name}: platform {name}")
         records[name] = build_target(
             matrix,
             spec,
             target,
             options.replace(out_dir=os.path.join(options.out_dir, target.name)),
-            lock=(lock.target(target.name, name) or lock.target(target.name)) if lock else None,
+            lock=locked,  # this platform's own entry (plan.builds): never another platform's
             lock_digest=lock_digest,
             say=say,
             progress=progress,

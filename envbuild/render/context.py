@@ -15,13 +15,13 @@ import tempfile
 from envbuild import __version__
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.templates import environment
-from envbuild.errors import LockError, UsageError
+from envbuild.errors import UsageError
 from envbuild.lockfile.model import lock_path
 from envbuild.matrix.platforms import short
+from envbuild.plan.builds import target_builds
 from envbuild.plan.explicit import FILES as CONDA_FILES
 from envbuild.plan.lockmatch import lock_for_render, require_match
 from envbuild.plan.plan import MICROMAMBA_UID, VENV, Plan, build_plan
-from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.precision import precision_warnings, warning_text
 from envbuild.resolve.query import parse_gpu
 from envbuild.smoke import CHECKS_FILE, program_files
@@ -29,7 +29,7 @@ from envbuild.smoke import CHECKS_FILE, program_files
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from envbuild.lockfile.model import Lock, LockedTarget
+    from envbuild.lockfile.model import LockedTarget
     from envbuild.matrix.model import Matrix
     from envbuild.spec.model import Spec
 
@@ -309,10 +309,10 @@ def render_spec(
     targets: list[tuple[str, tuple[str, ...], list[tuple[Plan, dict[str, bytes]]]]] = []
     entries: list[LockedTarget] = []  # the lock's entries rendered, for the wheelhouse check
     for chosen in spec.target(target):
-        platforms = target_platforms(matrix, chosen.stack)
+        builds = target_builds(matrix, spec, chosen, lock)
+        platforms = tuple(platform for platform, _ in builds)
         parts = []
-        for platform in platforms:
-            locked = locked_for(lock, chosen.name, platform, spec.path) if lock else None
+        for platform, locked in builds:
             plan = build_plan(
                 matrix,
                 spec,
@@ -358,17 +358,3 @@ def render_spec(
                 )
             )
     return done
-
-
-def locked_for(lock: Lock, target: str, platform: str, path: str) -> LockedTarget | None:
-    """The lock's entry of `target` for `platform`. A lock that has the target but not for this
-    platform was made before the platform was added to the spec: rendering it unlocked would hide
-    that, so it is a LockError; a target missing altogether is lockmatch's to report."""
-    locked = lock.target(target, platform)
-    if locked is None and lock.platforms(target):
-        raise LockError(
-            f"{lock_path(path)}: target {target!r} is locked for {', '.join(lock.platforms(target))}, "
-            f"not for {platform}",
-            fix="run `envbuild lock` (it locks every platform of the target) and commit envbuild.lock",
-        )
-    return locked

@@ -36,6 +36,7 @@ from envbuild.errors import UsageError
 from envbuild.lockfile.model import Lock
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import short
+from envbuild.plan.builds import locked_for
 from envbuild.plan.plan import build_plan
 from envbuild.render.context import context_dir
 from envbuild.resolve.platform_choice import target_platforms
@@ -188,7 +189,7 @@ def bake_file(
         platforms = target_platforms(matrix, target.stack)
         for suffix, platform in platform_builds(matrix, target):
             chosen = platform or platforms[0]
-            locked = lock.target(target.name, chosen) if lock else None
+            locked = locked_for(lock, target.name, chosen, spec.path) if lock else None  # render's rule
             plan = build_plan(matrix, spec, target, lock=locked, platform=chosen)
             cache = cache_ref or f"{repository}:buildcache-{target.name}{suffix}"
             context = context_dir(out_dir, target.name, chosen, platforms).replace(os.sep, "/")

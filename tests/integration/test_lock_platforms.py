@@ -299,3 +299,51 @@ def test_check_catches_a_hand_edited_arm64_hash_and_base_digest(capsys, served) 
     assert (
         document["problems"][0]["kind"] == "seal" and "edited by hand" in document["problems"][0]["message"]
     )
+
+
+# --- one rule for a target's platforms (issue 35 item 2): the spec's, each with its own lock entry
+
+
+def test_build_for_a_platform_the_lock_lacks_fails_before_anything_is_built(capsys, served) -> None:
+    """The lock's drift check refuses it first (the spec's platforms changed); behind it, build and
+    render share plan.builds' rule, so neither can build one platform from another's entry."""
+    from envbuild.cli.app import main
+
+    framework, user, project = served
+    spec = project / "envbuild.toml"
+    spec.write_text(jax_spec(framework.url, user.url, "linux/arm64"))
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
+    spec.write_text(jax_spec(framework.url, user.url, BOTH))  # linux/amd64 added, not locked
+    out = project / "build"
+    for command in (["build", "--output", str(out)], ["render", "--output", str(out)]):
+        code = main([*command, "-f", str(spec)])
+        _, err = capsys.readouterr()
+        assert code == 1, (command, err)
+        assert "does not match" in err and "run `envbuild lock`" in err, err
+        assert "Traceback" not in err
+        assert not out.exists(), command  # nothing rendered, nothing built
+
+
+def test_the_build_list_refuses_a_platform_the_lock_lacks_and_never_borrows_another(capsys, served) -> None:
+    """plan.builds.target_builds, which render and build both call: each of the spec's platforms
+    gets its own entry or a LockError naming what the lock has; no other platform's entry."""
+    from envbuild.errors import LockError
+    from envbuild.matrix.load import load_matrix
+    from envbuild.plan.builds import target_builds
+    from envbuild.spec.model import load_spec
+
+    framework, user, project = served
+    spec_path = project / "envbuild.toml"
+    spec_path.write_text(jax_spec(framework.url, user.url, "linux/arm64"))
+    assert run_lock(capsys, project, "--base-image", BASE)[0] == 0
+    lock, intact = load_lock(str(project / "envbuild.lock"))
+    assert intact
+    matrix = load_matrix()
+    spec = load_spec(str(spec_path))
+    ((platform, locked),) = target_builds(matrix, spec, spec.targets[0], lock)
+    assert (platform, locked.platform) == ("linux/arm64", "linux/arm64")
+    spec_path.write_text(jax_spec(framework.url, user.url, BOTH))
+    both = load_spec(str(spec_path))
+    with pytest.raises(LockError, match=r"is locked for linux/arm64, not for linux/amd64") as raised:
+        target_builds(matrix, both, both.targets[0], lock)
+    assert "envbuild lock" in raised.value.fix
