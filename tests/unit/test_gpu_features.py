@@ -11,26 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli.app import main
 from envbuild.matrix.gpufeatures import has_bf16, has_fp16
 from envbuild.matrix.load import load_matrix
 from envbuild.matrix.support import capability_gpu
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import resolve
+from tests.helpers.matrixedit import check, edit
 
 V100 = 'name = "Tesla V100"\n'
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"fixture drift: {old!r} not in {path.name}"
-    path.write_text(text.replace(old, new, 1))
-
-
-def check(capsys: pytest.CaptureFixture[str], root: Path) -> tuple[int, str]:
-    code = main(["matrix", "check", "--matrix", str(root)])
-    out, err = capsys.readouterr()
-    return code, out + err
 
 
 H100_SEGMENT = 'name = "H100"'

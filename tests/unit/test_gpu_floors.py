@@ -20,6 +20,7 @@ from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.resolve.query import build_query
 from envbuild.resolve.solver import Resolution, resolve
+from tests.helpers.matrixedit import check, edit
 from tests.helpers.nvsmi import by_name, doctor
 
 B200_ON_535 = (
@@ -301,18 +302,6 @@ def test_a_capability_stands_for_the_gpus_that_have_it(matrix: Matrix) -> None:
 
 
 # --- matrix check
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"fixture drift: {old!r} not in {path.name}"
-    path.write_text(text.replace(old, new, 1))
-
-
-def check(capsys: pytest.CaptureFixture[str], root: Path) -> tuple[int, str]:
-    code = main(["matrix", "check", "--matrix", str(root)])
-    out, err = capsys.readouterr()
-    return code, out + err
 
 
 B200_ROW = 'name = "B200"\naliases = ["nvidia b200", "hgx b200", "dgx b200"]\ncompute_capability = "10.0"\n'

@@ -6,20 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from envbuild.cli.app import main
+from tests.helpers.matrixedit import check, edit
 from tests.helpers.paths import MATRIX_DIR
-
-
-def check(capsys: pytest.CaptureFixture[str], root: Path) -> tuple[int, str]:
-    code = main(["matrix", "check", "--matrix", str(root)])
-    out, err = capsys.readouterr()
-    return code, out + err
-
-
-def edit(path: Path, old: str, new: str) -> None:
-    text = path.read_text()
-    assert old in text, f"fixture drift: {old!r} not in {path.name}"
-    path.write_text(text.replace(old, new, 1))
 
 
 def test_bundled_matrix_passes(capsys: pytest.CaptureFixture[str]) -> None:
