@@ -168,10 +168,12 @@ def _check_features(gpu: Gpu) -> list[str]:
     elif (gpu.segment == "jetson") != gpu.integrated:
         errors.append(f'{where}: segment "jetson" and integrated = true go together')
     cc = format_minor(gpu.cc)
-    if gpu.bf16 != has_bf16(gpu.cc):
-        errors.append(f"{where}: bf16 = {str(gpu.bf16).lower()} disagrees with compute capability {cc}")
-    if gpu.fp16 != has_fp16(gpu.cc):
-        errors.append(f"{where}: fp16 = {str(gpu.fp16).lower()} disagrees with compute capability {cc}")
+    for field, claimed, has in (("bf16", gpu.bf16, has_bf16), ("fp16", gpu.fp16, has_fp16)):
+        if claimed != has(gpu.cc):
+            errors.append(
+                f"{where}: {field} = {str(claimed).lower()} disagrees with compute capability {cc}; "
+                f"fix: write {field} = {str(has(gpu.cc)).lower()}, or correct compute_capability"
+            )
     return errors
 
 
