@@ -31,7 +31,7 @@ from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.lockfile.model import lock_path
 from envbuild.matrix.platforms import short
 from envbuild.oci.reference import split_tag
-from envbuild.plan.builds import target_builds
+from envbuild.plan.builds import builds, by_target
 from envbuild.plan.lockmatch import lock_for_render, require_match
 from envbuild.plan.plan import build_plan
 from envbuild.render.context import check_destination, render_files, write_context
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from envbuild.audit.skip import AuditSkip
     from envbuild.lockfile.model import LockedTarget
     from envbuild.matrix.model import Matrix
+    from envbuild.plan.builds import TargetBuild
     from envbuild.spec.model import Spec, Target
 
 RECORD = "record.json"
@@ -149,36 +150,37 @@ def build_spec(
 
     def build_one(chosen: Target) -> dict:
         tell = (lambda line: say(f"[{chosen.name}] {line}")) if parallel else say
-        builds = planned[chosen.name]
-        if len(builds) > 1:
+        group = planned[chosen.name]
+        if len(group) > 1:
             return build_platforms(
                 matrix,
                 spec,
                 chosen,
                 options.replace(smoke_device=device),
-                builds,
+                group,
                 lock_digest=digest,
                 say=tell,
                 progress=tell if parallel else None,
             )
-        ((platform, locked),) = builds
+        (only,) = group
         return build_target(
             matrix,
             spec,
             chosen,
             options.replace(smoke_device=device),
-            lock=locked,
+            lock=only.locked,
             lock_digest=digest,
             say=tell,
             progress=tell if parallel else None,
-            platform=platform,
+            platform=only.platform,
         )
 
     chosen_targets = spec.target(target)
-    planned = {}  # target -> its (platform, locked entry) pairs: the spec's platforms, as render has them
-    for chosen in chosen_targets:  # a usage or lock error for all before any target starts
+    for chosen in chosen_targets:  # a usage error for all before any target starts
         check_destination(options.out_dir, chosen.name)
-        planned[chosen.name] = target_builds(matrix, spec, chosen, lock)
+    # target -> its builds: the spec's platforms, each with its own lock entry, as render has them (a
+    # lock error for all before any target starts)
+    planned = by_target(builds(matrix, spec, lock, only=target))
     if lock is not None and options.wheelhouse is not None:  # a lock that outgrew it: before any build
         names = {chosen.name for chosen in chosen_targets}
         require_wheels(options.wheelhouse, [entry for entry in lock.targets if entry.name in names])
@@ -406,7 +408,7 @@ def build_platforms(
     spec: Spec,
     target: Target,
     options: BuildOptions,
-    builds: tuple[tuple[str, LockedTarget | None], ...],
+    group: tuple[TargetBuild, ...],
     *,
     lock_digest: str | None = None,
     say: Callable[[str], None] = print,
@@ -422,20 +424,20 @@ def build_platforms(
     # <out>/<target>/ as a context of envbuild's own (its marker, nothing else), as render writes it for
     # several platforms: it replaces the last build's contexts, and a later build may replace it again
     write_context({}, options.out_dir, target.name)
-    for name, locked in builds:
-        say(f"{target.name}: platform {name}")
-        records[name] = build_target(
+    for build in group:
+        say(f"{target.name}: platform {build.platform}")
+        records[build.platform] = build_target(
             matrix,
             spec,
             target,
             options.replace(out_dir=os.path.join(options.out_dir, target.name)),
-            lock=locked,  # this platform's own entry (plan.builds): never another platform's
+            lock=build.locked,  # this platform's own entry (plan.builds): never another platform's
             lock_digest=lock_digest,
             say=say,
             progress=progress,
-            platform=name,
+            platform=build.platform,
             promote_image=False,
-            context=short(name),
+            context=build.arch,
         )
     return promote_platforms(target, records, options, say=say)
 

@@ -35,10 +35,10 @@ from envbuild.lockfile.read import load_previous, lock_from_data, read_lock
 from envbuild.lockfile.seal import seal_problems
 from envbuild.matrix.model import Matrix
 from envbuild.oci.registry import PlatformMissing, pinned
+from envbuild.plan.builds import TargetBuild, builds, by_target
 from envbuild.plan.lockmatch import drift_problems, stack_facts
 from envbuild.plan.plan import Plan, build_plan
-from envbuild.resolve.platform_choice import target_platforms
-from envbuild.spec.model import Spec, Target
+from envbuild.spec.model import Spec
 
 
 def _pins(packages: tuple[LockedPackage, ...], layer: str) -> tuple[str, ...]:
@@ -148,20 +148,19 @@ def locked_target(
 def lock_target(
     matrix: Matrix,
     spec: Spec,
-    target: Target,
+    build: TargetBuild,
     *,
     base_image: str | None = None,
     previous: LockedTarget | None = None,
     upgrade: bool = False,
     upgrade_packages: tuple[str, ...] = (),
     progress: Progress = SILENT,
-    platform: str | None = None,
 ) -> LockedTarget:
-    """Lock `target` for `platform` (None: its first): that platform's closure, preferring the
+    """Lock one build (a target on one platform): that platform's closure, preferring the
     `previous` entry's pins, and its base image pinned to that platform's manifest."""
-    platforms = target_platforms(matrix, target.stack)
-    plan = build_plan(matrix, spec, target, base_image=base_image, platform=platform or platforms[0])
-    where = target.name + platform_suffix(plan.platform, platforms)
+    platforms = build.platforms
+    plan = build_plan(matrix, spec, build.target, base_image=base_image, platform=build.platform)
+    where = build.target.name + platform_suffix(plan.platform, platforms)
     keep = previous.packages if previous and not upgrade else ()
     packages = lock_packages(
         plan,
@@ -212,29 +211,28 @@ def lock_spec(
     With `target_name`, the other targets keep their `previous` entries. A platform the previous
     lock lacks (one just added) prefers the pins of the target's other platform, so the
     platforms stay on the same versions where their wheels allow."""
-    chosen = {t.name for t in spec.target(target_name)}
+    chosen = by_target(builds(matrix, spec, only=target_name))
     entries: list[LockedTarget] = []
     for target in spec.targets:
-        if target.name not in chosen:  # not relocked: kept as it was (only with target_name)
-            if previous is not None and target_name is not None:
-                entries += [t for t in previous.targets if t.name == target.name]
+        group = chosen.get(target.name)
+        if group is None:  # not relocked: kept as it was (only with target_name)
+            entries += [t for t in previous.targets if t.name == target.name] if previous else []
             continue
         done: list[LockedTarget] = []
-        for platform in target_platforms(matrix, target.stack):
-            before = previous.target(target.name, platform) if previous else None
+        for build in group:
+            before = previous.target(target.name, build.platform) if previous else None
             if before is None:
                 before = done[0] if done else (previous.target(target.name) if previous else None)
             done.append(
                 lock_target(
                     matrix,
                     spec,
-                    target,
+                    build,
                     base_image=base_image,
                     previous=before,
                     upgrade=upgrade,
                     upgrade_packages=upgrade_packages,
                     progress=progress,
-                    platform=platform,
                 )
             )
         entries += done
@@ -450,7 +448,8 @@ def check_lock(
                 wanted=matrix.digest,
             )
         )
-    wanted_platforms = {t.name: target_platforms(matrix, t.stack) for t in spec.targets}
+    wanted = by_target(builds(matrix, spec))  # the spec's platforms: the lock is checked against them
+    wanted_platforms = {name: group[0].platforms for name, group in wanted.items()}
     gone: set[str] = set()
     for locked in lock.targets:
         if locked.name not in wanted_platforms:
@@ -482,7 +481,6 @@ def check_lock(
             # not checked: kept as locked, so the byte comparison ignores it
             relocked += [t for t in lock.targets if t.name == target.name]
             continue
-        platforms = wanted_platforms[target.name]
         if not lock.platforms(target.name):
             problems.append(
                 problem(
@@ -493,7 +491,8 @@ def check_lock(
                 )
             )
             continue
-        for platform in platforms:
+        for build in wanted[target.name]:
+            platform, platforms = build.platform, build.platforms
             where = f"target {target.name!r}" + platform_suffix(platform, platforms)
             locked = lock.target(target.name, platform)
             if locked is None:

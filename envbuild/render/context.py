@@ -17,8 +17,7 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.lockfile.model import lock_path
-from envbuild.matrix.platforms import short
-from envbuild.plan.builds import target_builds
+from envbuild.plan.builds import builds, by_target
 from envbuild.plan.explicit import FILES as CONDA_FILES
 from envbuild.plan.lockmatch import lock_for_render, require_match
 from envbuild.plan.plan import MICROMAMBA_UID, VENV, Plan, build_plan
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
 
     from envbuild.lockfile.model import LockedTarget
     from envbuild.matrix.model import Matrix
+    from envbuild.plan.builds import TargetBuild
     from envbuild.spec.model import Spec
 
 DOCKERFILE_TEMPLATES = {
@@ -179,19 +179,6 @@ def check_destination(out_dir: str, target: str) -> str:
     return destination
 
 
-def context_dir(out_dir: str, target: str, platform: str, platforms: tuple[str, ...]) -> str:
-    """Where `render -o out_dir` writes `target`'s context for `platform`: out_dir/<target>/ for a
-    target with one platform (as before platforms existed, whichever it is), out_dir/<target>/<arch>/
-    (amd64, arm64) for one with several.
-
-    Subdirectories rather than `<target>-arm64` siblings: every platform of a target stays under the
-    one directory render replaces as a whole, and no other target's name (a target called `x-arm64`)
-    can collide with a platform's context."""
-    if len(platforms) == 1:
-        return os.path.join(out_dir, target)
-    return os.path.join(out_dir, target, short(platform))
-
-
 def _fill(staging: str, files: dict[str, bytes], wheelhouse: str | None, plan: Plan | None) -> None:
     """One context's files, its share of the wheelhouse and its uv binary, for its plan's platform."""
     os.chmod(staging, 0o755)  # mkdtemp's 0700 would make the context unreadable to a non-root builder
@@ -229,7 +216,7 @@ def write_context(
     a context envbuild wrote is ever replaced (check_destination).
 
     `platforms` (arch -> (files, plan)), for a target with several platforms: each is written to
-    DIR/<target>/<arch>/ (context_dir), and `files` and `plan` are not used."""
+    DIR/<target>/<arch>/ (plan.builds.TargetBuild.context), and `files` and `plan` are not used."""
     destination = check_destination(out_dir, target)
     try:
         os.makedirs(out_dir, exist_ok=True)
@@ -300,61 +287,58 @@ def render_spec(
 ) -> list[Rendered]:
     """`envbuild render`: every target (or `target`) planned against the lock next to the spec, when
     there is one, and rendered for each of its platforms; with `write`, each context is written to
-    context_dir(out_dir, ...): out_dir/<target>/, or out_dir/<target>/<arch>/ per platform.
+    out_dir/<target>/, or out_dir/<target>/<arch>/ per platform (plan.builds.TargetBuild.context).
 
     Every target resolves and renders before anything is written, so a target that fails leaves
     every context as it was."""
     check_output_dir(out_dir)
     lock = lock_for_render(spec, matrix.digest, key=lock_key, allow_edited=allow_edited_lock, warn=warn)
-    targets: list[tuple[str, tuple[str, ...], list[tuple[Plan, dict[str, bytes]]]]] = []
+    targets: list[tuple[str, list[tuple[TargetBuild, Plan, dict[str, bytes]]]]] = []
     entries: list[LockedTarget] = []  # the lock's entries rendered, for the wheelhouse check
-    for chosen in spec.target(target):
-        builds = target_builds(matrix, spec, chosen, lock)
-        platforms = tuple(platform for platform, _ in builds)
+    for name, group in by_target(builds(matrix, spec, lock, only=target)).items():
         parts = []
-        for platform, locked in builds:
+        for build in group:
             plan = build_plan(
                 matrix,
                 spec,
-                chosen,
+                build.target,
                 base_image=base_image,
                 wheelhouse=wheelhouse is not None,
-                lock=locked,
+                lock=build.locked,
                 buildkit=buildkit,
-                platform=platform,
+                platform=build.platform,
             )
-            if locked is not None:
-                require_match(locked, plan, lock_path(spec.path))
-                entries.append(locked)
-            parts.append((plan, render_files(plan)))
-        targets.append((chosen.name, platforms, parts))
+            if build.locked is not None:
+                require_match(build.locked, plan, lock_path(spec.path))
+                entries.append(build.locked)
+            parts.append((build, plan, render_files(plan)))
+        targets.append((name, parts))
         # what `resolve -f` warns of: a GPU of the target without the [smoke] precision
-        gpus = [parse_gpu(name, matrix) for name in chosen.stack.gpus]
-        for warning in precision_warnings(spec.smoke, gpus, f"{spec.path} target {chosen.name!r}"):
+        gpus = [parse_gpu(gpu, matrix) for gpu in group[0].target.stack.gpus]
+        for warning in precision_warnings(spec.smoke, gpus, f"{spec.path} target {name!r}"):
             warn(warning_text(warning))
     if write and wheelhouse is not None and entries:
         from envbuild.render.wheelgap import require_wheels
 
         require_wheels(wheelhouse, entries)  # a lock that outgrew the wheelhouse: before anything is written
     if write:
-        for name, _, _ in targets:  # every destination is checked before any is written
+        for name, _ in targets:  # every destination is checked before any is written
             check_destination(out_dir, name)
     done = []
-    for name, platforms, parts in targets:
+    for name, parts in targets:
         if write and len(parts) == 1:
-            ((plan, files),) = parts
+            ((_, plan, files),) = parts
             write_context(files, out_dir, name, wheelhouse=wheelhouse, plan=plan)
         elif write:
-            by_arch = {short(plan.platform): (files, plan) for plan, files in parts}
+            by_arch = {build.arch: (files, plan) for build, plan, files in parts}
             write_context({}, out_dir, name, wheelhouse=wheelhouse, platforms=by_arch)
-        for plan, files in parts:
-            directory = context_dir(out_dir, name, plan.platform, platforms)
+        for build, plan, files in parts:
             done.append(
                 Rendered(
                     plan=plan,
                     files=files,
-                    where=directory if write else None,
-                    name=os.path.relpath(directory, out_dir),
+                    where=build.context_dir(out_dir) if write else None,
+                    name=build.context,
                 )
             )
     return done

@@ -4,7 +4,7 @@ Each target's context (`envbuild render` writes `<out>/<target>/`) is built as a
 (`<repository>:candidate-<target>`): the image is a candidate until `envbuild verify` has run its
 smoke step, and only `envbuild promote` gives it the spec's tags.
 
-Every bake target names its `platforms` (resolve.platform_choice.target_platforms). A spec target with
+Every bake target names its `platforms` (plan.builds, the list render and build share). A spec target with
 several platforms has one context per platform (`<out>/<target>/<arch>/`: the lock's hashes, the base
 image digest and the uv binary differ), so it becomes one bake target per platform, `<target>-<arch>`,
 each with its own candidate tag (`candidate-<target>-<arch>`): every platform is verified on its own,
@@ -36,11 +36,9 @@ from envbuild.errors import UsageError
 from envbuild.lockfile.model import Lock
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import short
-from envbuild.plan.builds import locked_for
+from envbuild.plan.builds import builds
 from envbuild.plan.plan import build_plan
-from envbuild.render.context import context_dir
-from envbuild.resolve.platform_choice import target_platforms
-from envbuild.spec.model import Spec, Target
+from envbuild.spec.model import Spec
 
 # Bake's `attest` attribute: the `--attest` flag's inline strings, one per attestation
 # (https://docs.docker.com/build/bake/reference/#targetattest; mode=max:
@@ -137,34 +135,23 @@ def candidate_tag(repository: str, target: str, platform: str | None = None) -> 
     return f"{repository}:candidate-{target}{suffix}"
 
 
-def platform_builds(matrix: Matrix | None, target: Target) -> list[tuple[str, str | None]]:
-    """(bake-name suffix, platform or None) per build of `target`: [("", None)] for a target with one
-    platform, [("-amd64", "linux/amd64"), ("-arm64", "linux/arm64")] for one with two. No matrix: the
-    spec's own platforms (enough to name the builds; target_platforms adds what GPUs imply)."""
-    platforms = target_platforms(matrix, target.stack) if matrix is not None else target.stack.platforms
-    if len(platforms) < 2:
-        return [("", None)]
-    return [(f"-{short(p)}", p) for p in platforms]
-
-
-def bake_names(spec: Spec, matrix: Matrix | None = None) -> dict[str, str]:
+def bake_names(spec: Spec, matrix: Matrix) -> dict[str, str]:
     """Spec target name -> its bake target name; with several platforms, each platform's bake name
     (`<name>-<arch>`) must be free too, so it is checked against every other target's."""
     names: dict[str, str] = {}
     taken: dict[str, str] = {}
-    for target in spec.targets:
-        bake = bake_target_name(target.name)
-        for suffix, _ in platform_builds(matrix, target):
-            if bake + suffix in taken:
-                other = taken[bake + suffix]
-                raise UsageError(
-                    f"{spec.path}: targets {other!r} and {target.name!r} are both {bake + suffix!r} as bake "
-                    "targets (bake allows only letters, digits, _ and -; a target with several platforms "
-                    "is one bake target per platform, <name>-<arch>)",
-                    fix="rename one of the [[target]]s",
-                )
-            taken[bake + suffix] = target.name
-        names[target.name] = bake
+    for build in builds(matrix, spec):
+        name = build.target.name
+        bake = bake_target_name(name) + build.suffix
+        if taken.get(bake, name) != name:
+            raise UsageError(
+                f"{spec.path}: targets {taken[bake]!r} and {name!r} are both {bake!r} as bake "
+                "targets (bake allows only letters, digits, _ and -; a target with several platforms "
+                "is one bake target per platform, <name>-<arch>)",
+                fix="rename one of the [[target]]s",
+            )
+        taken[bake] = name
+        names[name] = bake_target_name(name)
     return names
 
 
@@ -185,24 +172,20 @@ def bake_file(
     repository = spec.image.repository
     names = bake_names(spec, matrix)
     targets: dict[str, dict] = {}
-    for target in spec.targets:
-        platforms = target_platforms(matrix, target.stack)
-        for suffix, platform in platform_builds(matrix, target):
-            chosen = platform or platforms[0]
-            locked = locked_for(lock, target.name, chosen, spec.path) if lock else None  # render's rule
-            plan = build_plan(matrix, spec, target, lock=locked, platform=chosen)
-            cache = cache_ref or f"{repository}:buildcache-{target.name}{suffix}"
-            context = context_dir(out_dir, target.name, chosen, platforms).replace(os.sep, "/")
-            targets[names[target.name] + suffix] = {
-                "context": context,
-                "dockerfile": "Dockerfile",
-                "tags": [candidate_tag(repository, target.name, platform)],
-                "labels": dict(plan.labels),
-                "cache-from": [f"type=registry,ref={cache}"],
-                "cache-to": [f"type=registry,ref={cache},mode=max"],
-                "platforms": [chosen],
-                "attest": list(ATTEST),
-            }
+    for build in builds(matrix, spec, lock):  # render's rule: each platform with its own lock entry
+        name = build.target.name
+        plan = build_plan(matrix, spec, build.target, lock=build.locked, platform=build.platform)
+        cache = cache_ref or f"{repository}:buildcache-{build.key}"
+        targets[names[name] + build.suffix] = {
+            "context": build.context_dir(out_dir).replace(os.sep, "/"),
+            "dockerfile": "Dockerfile",
+            "tags": [candidate_tag(repository, name, build.platform if build.one_of_several else None)],
+            "labels": dict(plan.labels),
+            "cache-from": [f"type=registry,ref={cache}"],
+            "cache-to": [f"type=registry,ref={cache},mode=max"],
+            "platforms": [build.platform],
+            "attest": list(ATTEST),
+        }
     return {"group": {"default": {"targets": list(targets)}}, "target": targets}
 
 
@@ -219,18 +202,11 @@ def bake_json(
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
-def missing_contexts(spec: Spec, contexts: str, matrix: Matrix | None = None) -> list[str]:
+def missing_contexts(spec: Spec, contexts: str, matrix: Matrix) -> list[str]:
     """The targets' context directories under `contexts` (one per platform of a target with several)
     that hold no rendered Dockerfile."""
-    missing = []
-    for target in spec.targets:
-        builds = platform_builds(matrix, target)
-        platforms = tuple(p for _, p in builds if p) or ("linux/amd64",)
-        for _, platform in builds:
-            directory = context_dir(contexts, target.name, platform or platforms[0], platforms)
-            if not os.path.isfile(os.path.join(directory, "Dockerfile")):
-                missing.append(directory)
-    return missing
+    directories = [build.context_dir(contexts) for build in builds(matrix, spec)]
+    return [d for d in directories if not os.path.isfile(os.path.join(d, "Dockerfile"))]
 
 
 def write_bake_file(

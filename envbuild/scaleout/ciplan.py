@@ -21,11 +21,11 @@ from envbuild.matrix.model import Matrix, gpu_index
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.matrix.versions import sm_name
 from envbuild.oci.reference import registry_host
+from envbuild.plan.builds import builds as spec_builds
 from envbuild.plan.plan import build_plan
-from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.precision import gpus_precision
 from envbuild.resolve.query import parse_gpu
-from envbuild.scaleout.bake import bake_names, platform_builds
+from envbuild.scaleout.bake import bake_names
 from envbuild.scaleout.install import install_source
 from envbuild.scaleout.quoting import shell_word
 from envbuild.spec.model import SMOKE_SETTINGS, Spec
@@ -64,7 +64,7 @@ class Build(Record):
 
     key: names its candidate tag, cache and artifacts: the target's name, or <target>-<arch> for one
     platform of a target with several. context: its rendered context under render's -o directory
-    (render.context.context_dir): <target>, or <target>/<arch>."""
+    (plan.builds.TargetBuild.context): <target>, or <target>/<arch>."""
 
     __slots__ = ("key", "target", "platform", "context")
     key: str
@@ -139,14 +139,8 @@ def ci_plan(
             ) from None
         extra += f" --base-image {shell_word(base_image)}"
     builds = tuple(
-        Build(
-            key=target.name + suffix,
-            target=target.name,
-            platform=platform or target_platforms(matrix, target.stack)[0],
-            context=f"{target.name}/{suffix[1:]}" if platform else target.name,
-        )
-        for target in spec.targets
-        for suffix, platform in platform_builds(matrix, target)
+        Build(key=build.key, target=build.target.name, platform=build.platform, context=build.context)
+        for build in spec_builds(matrix, spec)
     )
     verify = []
     index = gpu_index(matrix)

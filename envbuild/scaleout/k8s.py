@@ -41,13 +41,11 @@ from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix, find_gpu
-from envbuild.matrix.platforms import short
 from envbuild.oci import labels
 from envbuild.oci.reference import DIGEST_RE
+from envbuild.plan.builds import builds
 from envbuild.plan.plan import MICROMAMBA_UID, USER_UID
-from envbuild.resolve.platform_choice import target_platforms
 from envbuild.resolve.precision import gpus_precision, target_precision
-from envbuild.scaleout.bake import platform_builds
 from envbuild.scaleout.quoting import yaml_scalar
 from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec, Target
@@ -109,19 +107,16 @@ def jobs(
         check_name(namespace, "--namespace", _DNS_LABEL, 63)
     if pull_secret is not None:
         check_name(pull_secret, "--image-pull-secret", _DNS_SUBDOMAIN, 253)
-    builds = [
-        (target, target.name + suffix, platform or target_platforms(matrix, target.stack)[0])
-        for target in spec.targets
-        for suffix, platform in platform_builds(matrix, target)
-    ]
-    refs = image_refs(images or [], [key for _, key, _ in builds])
+    all_builds = builds(matrix, spec)
+    refs = image_refs(images or [], [build.key for build in all_builds])
     out = []
-    for target, key, platform in builds:
+    for build in all_builds:
+        target, key = build.target, build.key
         uid = MICROMAMBA_UID if target.stack.strategy == "conda" else USER_UID
         image = refs.get(key) or f"{spec.image.repository}@sha256:{PLACEHOLDER}"
         for gpu_type in types or [""]:
             name = job_name(key, gpu_type)
-            node_selector = {ARCH_LABEL: short(platform), **selectors}
+            node_selector = {ARCH_LABEL: build.arch, **selectors}
             if gpu_type:
                 node_selector[GPU_PRODUCT_LABEL] = gpu_type
             document = job_document(

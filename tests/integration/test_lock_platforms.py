@@ -325,11 +325,11 @@ def test_build_for_a_platform_the_lock_lacks_fails_before_anything_is_built(caps
 
 
 def test_the_build_list_refuses_a_platform_the_lock_lacks_and_never_borrows_another(capsys, served) -> None:
-    """plan.builds.target_builds, which render and build both call: each of the spec's platforms
+    """plan.builds.builds, which render, build and bake all call: each of the spec's platforms
     gets its own entry or a LockError naming what the lock has; no other platform's entry."""
     from envbuild.errors import LockError
     from envbuild.matrix.load import load_matrix
-    from envbuild.plan.builds import target_builds
+    from envbuild.plan.builds import builds
     from envbuild.spec.model import load_spec
 
     framework, user, project = served
@@ -340,10 +340,10 @@ def test_the_build_list_refuses_a_platform_the_lock_lacks_and_never_borrows_anot
     assert intact
     matrix = load_matrix()
     spec = load_spec(str(spec_path))
-    ((platform, locked),) = target_builds(matrix, spec, spec.targets[0], lock)
-    assert (platform, locked.platform) == ("linux/arm64", "linux/arm64")
+    (build,) = builds(matrix, spec, lock)
+    assert (build.platform, build.locked.platform) == ("linux/arm64", "linux/arm64")
     spec_path.write_text(jax_spec(framework.url, user.url, BOTH))
     both = load_spec(str(spec_path))
     with pytest.raises(LockError, match=r"is locked for linux/arm64, not for linux/amd64") as raised:
-        target_builds(matrix, both, both.targets[0], lock)
+        builds(matrix, both, lock)
     assert "envbuild lock" in raised.value.fix
