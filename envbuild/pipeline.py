@@ -10,7 +10,6 @@ record is redacted as it is written: its error and smoke fields carry Engine and
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -22,6 +21,7 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact, redact_values
 from envbuild.attest import inputs as attest_inputs
 from envbuild.audit.skip import merge as merge_skips
+from envbuild.engine import current_engine
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image import engine
 from envbuild.image.auditgate import audit_gate, summary
@@ -79,12 +79,7 @@ class TargetLock:
 
 
 def engine_version() -> str | None:
-    try:
-        import docker
-
-        return docker.from_env(timeout=10).version().get("Version")
-    except Exception:
-        return None
+    return current_engine().version()
 
 
 class BuildOptions(Record):
@@ -527,15 +522,7 @@ def promote_platforms(
 
 
 def _untag(tags) -> None:
-    try:
-        import docker
-
-        client = docker.from_env(timeout=30)
-        for tag in tags:
-            with contextlib.suppress(docker.errors.ImageNotFound):
-                client.images.remove(tag, noprune=True)
-    except Exception:  # best effort: the record already says the promotion failed
-        pass
+    current_engine().remove_tags(list(tags))  # best effort: the record already says the promotion failed
 
 
 def lock_file_digest(path: str) -> str | None:

@@ -21,6 +21,7 @@ import subprocess
 from envbuild._util.deadline import Deadline, DeadlineExceeded
 from envbuild._util.record import TYPE_CHECKING
 from envbuild._util.redact import redact
+from envbuild.engine import current_engine
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.host.check import Check
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
@@ -308,9 +309,7 @@ def image_platform_check(ref: str, attrs: dict[str, Any], machine: str | None = 
 
 def _engine(deadline: Deadline):  # -> docker.DockerClient, imported late: resolve never pays for it
     """An Engine client whose requests each wait ENGINE_TIMEOUT_S, or what is left of the deadline."""
-    import docker
-
-    return docker.from_env(timeout=deadline.budget(ENGINE_TIMEOUT_S))  # asks the API version: a request
+    return current_engine().client(timeout=deadline.budget(ENGINE_TIMEOUT_S))  # asks the API version
 
 
 def _ask(client, deadline: Deadline, request: Callable[[], Any]) -> Any:

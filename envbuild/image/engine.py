@@ -25,6 +25,8 @@ from collections import deque
 
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
+from envbuild.engine import current_engine
+from envbuild.engine.base import EngineError
 from envbuild.errors import BuildError, UsageError
 from envbuild.image.buildcause import Causes, StepWords, buildkit_output
 from envbuild.image.platforms import describe, host_platform, platform_of
@@ -182,22 +184,18 @@ def check_platform(image_id: str, platform: str, *, log_path: str | None = None)
 
     Asked of the Engine (the image config's os/architecture), never taken from the build's request:
     a builder that ignored --platform, or a base image of the wrong architecture, shows up here."""
-    import docker
-    import docker.errors
-    import docker.utils
-
     wanted = normalize(platform)
     try:
-        client = docker.APIClient(version="auto", timeout=60, **docker.utils.kwargs_from_env())
-        try:
-            attrs = client.inspect_image(image_id)
-        finally:
-            client.close()
-    except docker.errors.DockerException as exc:
+        attrs = current_engine().inspect_image(image_id)
+    except EngineError as exc:
+        attrs, why = None, exc.message
+    else:
+        why = "the Docker Engine no longer has it"
+    if attrs is None:
         raise BuildError(
-            f"cannot inspect the built image {image_id}: {redact(str(exc))}",
+            f"cannot inspect the built image {image_id}: {why}",
             fix="check that dockerd is healthy (`docker info`) and build again",
-        ) from None
+        )
     found = platform_of(attrs)
     if found != wanted:
         where = f"; the build log is {log_path}" if log_path else ""
@@ -260,15 +258,13 @@ def _build_api(
     labels: dict[str, str] | None,
     platform: str | None = None,
 ) -> tuple[str, int]:
-    import docker
     import docker.errors
-    import docker.utils
 
     try:
-        client = docker.APIClient(version="auto", timeout=None, **docker.utils.kwargs_from_env())
-    except docker.errors.DockerException as exc:
+        client = current_engine().api(timeout=None)  # the build stage bounds the stream, not a request
+    except EngineError as exc:
         raise BuildError(
-            f"cannot reach the Docker Engine: {redact(str(exc))}",
+            f"cannot reach the Docker Engine: {exc.message}",
             fix="start dockerd, or set DOCKER_HOST to its socket",
         ) from exc
     output = ClassicOutput(progress)

@@ -32,6 +32,8 @@ from envbuild._util.redact import redact
 from envbuild.audit.kernels import Kernels, cuobjdump_binary, read_kernels
 from envbuild.audit.libraries import check_framework
 from envbuild.audit.tree import Audit, file_sizes, judge_tree, read_tree
+from envbuild.engine import current_engine
+from envbuild.engine.base import EngineError
 from envbuild.errors import EnvbuildError, NotFound, UsageError
 from envbuild.image import auditcache, storage
 from envbuild.image.layerfacts import LayerFacts, compose, read_layer, reads_needed, size_of
@@ -311,11 +313,10 @@ def _read_registry(ref: str, layers: Layers, docker_config: str | None) -> list[
 
 def _engine_image(ref: str):  # -> docker.models.images.Image
     """The image `ref` in the local Docker Engine (its attrs: `docker image inspect`)."""
-    import docker
     import docker.errors
 
     try:
-        client = docker.from_env(timeout=ENGINE_TIMEOUT_S)
+        client = current_engine().client(timeout=ENGINE_TIMEOUT_S)
         return client.images.get(ref)
     except docker.errors.ImageNotFound:
         raise UsageError(
@@ -334,9 +335,10 @@ def _engine_image(ref: str):  # -> docker.models.images.Image
             f"the Docker Engine could not find {ref!r}: {text}",
             fix="check that dockerd is healthy (docker info)",
         ) from None
-    except docker.errors.DockerException as exc:
+    except (EngineError, docker.errors.DockerException) as exc:
+        why = exc.message if isinstance(exc, EngineError) else redact(str(exc))
         raise EnvbuildError(
-            f"cannot reach the Docker Engine: {redact(str(exc))}",
+            f"cannot reach the Docker Engine: {why}",
             fix="start dockerd, or point DOCKER_HOST at a running engine; a pushed image can be "
             "audited as REPO@sha256:<digest> without one",
         ) from None

@@ -13,6 +13,8 @@ the caller.
 from __future__ import annotations
 
 from envbuild.audit.libraries import FRAMEWORK_LIBRARIES
+from envbuild.engine import current_engine
+from envbuild.engine.base import EngineError
 from envbuild.errors import EnvbuildError, VerifyError
 from envbuild.image.platforms import host_platform
 from envbuild.oci.labels import FRAMEWORK
@@ -31,22 +33,17 @@ def image_labels(image: str, *, runtime: str = "docker") -> dict[str, object]:
 def _engine_labels(image: str, *, required: bool) -> dict[str, object] | None:
     """The labels the local Engine's inspect gives; None when the Engine lacks the image (or there is
     no Engine) and `required` is false, else a VerifyError."""
-    import docker
-    import docker.errors
-
     try:
-        attrs = docker.from_env(timeout=60).images.get(image).attrs
-    except docker.errors.ImageNotFound:
+        attrs = current_engine().inspect_image(image)
+    except EngineError as exc:
         if required:
             raise VerifyError(
-                f"cannot read the labels of {image!r}: it is not in the local Docker Engine"
+                f"cannot read the labels of {image!r}: no Docker Engine answered ({exc.message})"
             ) from None
         return None
-    except docker.errors.DockerException as exc:
+    if attrs is None:
         if required:
-            raise VerifyError(
-                f"cannot read the labels of {image!r}: no Docker Engine answered ({exc})"
-            ) from None
+            raise VerifyError(f"cannot read the labels of {image!r}: it is not in the local Docker Engine")
         return None
     return _labels((attrs.get("Config") or {}).get("Labels"))
 

@@ -32,6 +32,8 @@ import uuid
 from envbuild._util.jsontext import parse_json
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
+from envbuild.engine import current_engine
+from envbuild.engine.base import QUICK_S, UNREACHABLE_FIX, EngineError
 from envbuild.errors import EnvbuildError
 from envbuild.image.containers import remove_container
 from envbuild.image.platforms import describe, platform_of, runnable
@@ -289,23 +291,22 @@ def _fail(what: str, exc: Exception) -> EnvbuildError:
 def read_inventory(image: str, *, timeout: int = INVENTORY_TIMEOUT_S) -> Inventory:
     """What the local image `image` holds (see the module docstring); the container never outlives
     the call."""
-    import docker
     import docker.errors
     import requests
 
+    engine = current_engine()
     try:
-        client = docker.from_env(timeout=max(timeout, 60))
-        attrs = client.images.get(image).attrs
-    except docker.errors.ImageNotFound:
+        attrs = engine.inspect_image(image)
+        client = engine.client(timeout=max(timeout, QUICK_S))
+    except EngineError as exc:
+        raise EnvbuildError(
+            f"cannot read image {image!r} from the Docker Engine: {exc.message}", fix=UNREACHABLE_FIX
+        ) from None
+    if attrs is None:
         raise EnvbuildError(
             f"image {image!r} is not in this Docker Engine",
             fix="build it first (`envbuild build`), or pull it",
-        ) from None
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise EnvbuildError(
-            f"cannot read image {image!r} from the Docker Engine: {redact(str(exc))}",
-            fix="start dockerd, or point DOCKER_HOST at a running engine",
-        ) from None
+        )
     platform = platform_of(attrs)
     if platform is not None:
         run = runnable(platform)

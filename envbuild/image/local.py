@@ -5,7 +5,8 @@ its registry instead: image.registry_inventory)."""
 from __future__ import annotations
 
 from envbuild._util.record import Record
-from envbuild._util.redact import redact
+from envbuild.engine import current_engine
+from envbuild.engine.base import EngineError
 from envbuild.errors import EnvbuildError
 
 
@@ -17,28 +18,23 @@ class LocalImage(Record):
 
 def local_image(ref: str) -> LocalImage:
     """`ref` in this Engine (pulled first when it names a digest the Engine lacks)."""
-    import docker
-    import docker.errors
-
+    engine = current_engine()
     try:
-        client = docker.from_env(timeout=300)
+        attrs = engine.inspect_image(ref)
+    except EngineError as exc:
+        raise EnvbuildError(f"cannot reach the Docker Engine: {exc.message}", fix=exc.fix) from None
+    if attrs is None:
+        if "@sha256:" not in ref:
+            raise EnvbuildError(
+                f"image {ref!r} is not in this Docker Engine",
+                fix="name it by digest (REPO@sha256:...) so it can be pulled, or pull it first",
+            )
         try:
-            image = client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            if "@sha256:" not in ref:
-                raise EnvbuildError(
-                    f"image {ref!r} is not in this Docker Engine",
-                    fix="name it by digest (REPO@sha256:...) so it can be pulled, or pull it first",
-                ) from None
-            image = client.images.pull(ref)
-    except docker.errors.APIError as exc:
-        raise EnvbuildError(
-            f"cannot pull {ref}: {redact(str(exc.explanation or exc))}",
-            fix="check the registry is reachable and you are logged in (docker login)",
-        ) from None
-    except docker.errors.DockerException as exc:
-        raise EnvbuildError(
-            f"cannot reach the Docker Engine: {redact(str(exc))}",
-            fix="start dockerd, or point DOCKER_HOST at a running engine",
-        ) from None
-    return LocalImage(image_id=str(image.id), labels=dict(image.labels or {}))
+            attrs = engine.pull(ref)
+        except EngineError as exc:
+            raise EnvbuildError(
+                f"cannot pull {ref}: {exc.message}",
+                fix="check the registry is reachable and you are logged in (docker login)",
+            ) from None
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    return LocalImage(image_id=str(attrs["Id"]), labels=dict(labels))

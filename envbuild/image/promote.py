@@ -29,6 +29,8 @@ import time
 from envbuild._util.http import attempts
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact
+from envbuild.engine import current_engine
+from envbuild.engine.base import EngineError
 from envbuild.errors import PromoteError, UsageError
 from envbuild.image.trust import TrustedReport, trusted_report
 from envbuild.image.verify import report_digest, report_document
@@ -123,16 +125,12 @@ def promote(
         )
     if not tags:
         raise UsageError("promote needs at least one tag", fix="pass one or more REPOSITORY:TAG")
-    import docker
     import docker.errors
 
     try:
-        client = docker.from_env(timeout=PUSH_TIMEOUT_S)
-    except docker.errors.DockerException as exc:
-        raise PromoteError(
-            f"cannot reach the Docker Engine: {exc}",
-            fix="start dockerd, or point DOCKER_HOST at a running engine",
-        ) from None
+        client = current_engine().client(timeout=PUSH_TIMEOUT_S)
+    except EngineError as exc:
+        raise PromoteError(f"cannot reach the Docker Engine: {exc.message}", fix=exc.fix) from None
 
     extra = {key: value for key, value in (labels or {}).items() if key.startswith(AUDIT)}
     promoted = _label(client, image_id, {**labels_for(image_id, report, device), **extra})
@@ -182,20 +180,13 @@ def promote_in_registry(image: str, to: list[str], *, report_path: str | None) -
 
 
 def _local_image_id(image: str) -> str:
-    import docker
-    import docker.errors
-
     try:
-        return str(docker.from_env(timeout=30).images.get(image).id)
-    except docker.errors.ImageNotFound:
-        raise PromoteError(
-            f"image {image!r} is not in this Docker Engine", fix="build and verify it first"
-        ) from None
-    except docker.errors.DockerException as exc:
-        raise PromoteError(
-            f"cannot reach the Docker Engine: {exc}",
-            fix="start dockerd, or point DOCKER_HOST at a running engine",
-        ) from None
+        found = current_engine().image_id(image)
+    except EngineError as exc:
+        raise PromoteError(f"cannot reach the Docker Engine: {exc.message}", fix=exc.fix) from None
+    if found is None:
+        raise PromoteError(f"image {image!r} is not in this Docker Engine", fix="build and verify it first")
+    return found
 
 
 def _label(client: object, image_id: str, labels: dict[str, str]) -> str:

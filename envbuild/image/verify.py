@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
+from envbuild.engine import current_engine
+from envbuild.engine.base import QUICK_S, EngineError
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
 from envbuild.image.containers import remove_container
 from envbuild.image.platforms import Runnable, describe, platform_of, runnable
@@ -179,25 +181,21 @@ def verify_image(
     import docker.types
     import requests
 
+    engine = current_engine()
     try:
-        client = docker.from_env(timeout=max(timeout, 60))
-    except docker.errors.DockerException as exc:
-        raise VerifyError(
-            f"cannot reach the Docker Engine: {exc}",
-            fix="start dockerd, or point DOCKER_HOST at a running engine",
-        ) from None
+        client = engine.client(timeout=max(timeout, QUICK_S))
+    except EngineError as exc:
+        raise VerifyError(f"cannot reach the Docker Engine: {exc.message}", fix=exc.fix) from None
 
     if "@sha256:" in image:  # a candidate from a remote builder: pull it by digest when it is not local
         try:
-            client.images.get(image)
-        except docker.errors.ImageNotFound:
-            try:
-                client.images.pull(image)
-            except docker.errors.APIError as exc:
-                raise VerifyError(
-                    f"cannot pull {image}: {redact(str(exc.explanation or exc))}",
-                    fix="check the registry is reachable and you are logged in (docker login)",
-                ) from None
+            if engine.inspect_image(image) is None:
+                engine.pull(image)
+        except EngineError as exc:
+            raise VerifyError(
+                f"cannot pull {image}: {exc.message}",
+                fix="check the registry is reachable and you are logged in (docker login)",
+            ) from None
 
     platform, run = _how_it_runs(client, image, device)
     options: dict[str, object] = {

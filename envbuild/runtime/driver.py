@@ -25,6 +25,8 @@ import tempfile
 import time
 
 from envbuild._util.record import Record
+from envbuild.engine import current_engine
+from envbuild.engine.base import EngineError
 from envbuild.errors import VerifyError
 from envbuild.image.platforms import host_platform
 from envbuild.image.verify import (
@@ -228,21 +230,18 @@ def image_env_lines(image: str, env: tuple[str, ...]) -> str:
 
 
 def _local(image: str) -> Identity:
-    import docker
-    import docker.errors
-
     try:
-        attrs = docker.from_env(timeout=60).images.get(image).attrs
-    except docker.errors.ImageNotFound:
-        raise VerifyError(
-            f"image {image!r} is neither pinned by digest nor in the local Docker Engine",
-            fix="pass REPO@sha256:<digest> (the digest its push reported): the runtime pulls it by digest",
-        ) from None
-    except docker.errors.DockerException:
+        attrs = current_engine().inspect_image(image)
+    except EngineError:
         raise VerifyError(
             f"image {image!r} is not pinned by digest, and no Docker Engine is reachable to find it",
             fix="pass REPO@sha256:<digest> (the digest its push reported): the runtime pulls it by digest",
         ) from None
+    if attrs is None:
+        raise VerifyError(
+            f"image {image!r} is neither pinned by digest nor in the local Docker Engine",
+            fix="pass REPO@sha256:<digest> (the digest its push reported): the runtime pulls it by digest",
+        )
     config = {
         "os": attrs.get("Os"),
         "architecture": attrs.get("Architecture"),

@@ -33,6 +33,7 @@ LAYERS = (
     "envbuild.plan",  # Plan: what lock, render, build and attest hand on
     "envbuild.lock",  # writes envbuild.lock from plans; never imports render
     "envbuild.render",  # Plan -> files
+    "envbuild.engine",  # the one container-engine interface: nothing else builds a Docker client
     "envbuild.image",
     "envbuild.runtime",  # the smoke step on Docker, Apptainer, Enroot, Charliecloud: judged by image.verify
     "envbuild.attest",  # SBOM and provenance: built from what image read, attached through oci
@@ -192,3 +193,32 @@ def test_no_test_module_or_private_name_is_imported(where: str) -> None:
                 if n.startswith("_") and n[:2] != "__"
             ]
     assert wrong == []
+
+
+# what makes a Docker client: the docker SDK's constructors, called anywhere but envbuild.engine
+CLIENT_MAKERS = {"from_env", "APIClient", "DockerClient"}
+
+
+def client_makers(path: Path) -> list[str]:
+    """`name (line N)` for each call of a Docker client constructor in `path`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in CLIENT_MAKERS:
+                found.append(f"{name} (line {node.lineno})")
+    return found
+
+
+def test_only_the_engine_package_builds_a_docker_client() -> None:
+    """One ContainerEngine (issue 35): where the engine is and how long a request may wait are decided
+    in envbuild.engine, so a remote engine, Podman or a new timeout is one edit, not a dozen."""
+    outside = {
+        name: made
+        for name, path in envbuild_modules().items()
+        if unit_of(name) != "envbuild.engine" and (made := client_makers(path))
+    }
+    assert outside == {}, "ask envbuild.engine.current_engine() for a client instead"
+    inside = [client_makers(p) for n, p in envbuild_modules().items() if unit_of(n) == "envbuild.engine"]
+    assert any(inside), "the scan finds the engine's own constructors (it can fail)"
