@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from envbuild.lockfile.model import LockedTarget
     from envbuild.matrix.model import Matrix
     from envbuild.plan.builds import TargetBuild
+    from envbuild.plan.plan import Plan
     from envbuild.spec.model import Spec, Target
 
 RECORD = "record.json"
@@ -230,6 +231,13 @@ def build_target(
         record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
         _write_json(record_path, record)
 
+    def verified_tags() -> list[str]:
+        """The tags to take back when the build stops after its smoke step passed (promote may have
+        made some of them): none before the plan exists or before verify passed."""
+        passed = record["stages"].get("verify", {}).get("passed")
+        return list(plan.tags) if plan is not None and passed else []
+
+    plan: Plan | None = None
     check_destination(out_dir, context)  # before anything, record.json included, is written there
     with TargetLock(out_dir, context, say):
         try:
@@ -359,16 +367,15 @@ def build_target(
             attest(record, promotion.image_id, context_dir, options, say=say)
             _write_json(record_path, record)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
-            if "plan" in locals() and record["stages"].get("verify", {}).get("passed"):
-                _untag(plan.tags)
+            _untag(verified_tags())
             record.update(status="interrupted", error=str(exc) or "interrupted", tags=[])
             record["finished"] = attest_inputs.now()
             _write_json(record_path, record)
             raise
         except EnvbuildError as exc:
             record.update(status="failed", error=exc.message)
-            if record["status"] == "failed" and record["stages"].get("verify", {}).get("passed"):
-                _untag(plan.tags)  # a registry error after tagging: no tag may stay behind
+            if verified_tags():  # a registry error after tagging: no tag may stay behind
+                _untag(verified_tags())
                 record["tags"] = []
             record["finished"] = attest_inputs.now()
             _write_json(record_path, record)
@@ -434,10 +441,10 @@ def build_platforms(
             promote_image=False,
             context=build.arch,
         )
-    return promote_platforms(target, records, options, say=say)
+    return promote_every_platform(target, records, options, say=say)
 
 
-def promote_platforms(
+def promote_every_platform(
     target: Target, records: dict[str, dict], options: BuildOptions, *, say: Callable[[str], None] = print
 ) -> dict:
     """Every platform's image passed its smoke step: promote each, then join them in one index.
@@ -448,8 +455,7 @@ def promote_platforms(
     platform and verified label again in the registry). An index lives in a registry: without --push
     the per-platform tags are the result, and the build says so. Returns the target's record, with
     each platform's under "platforms"."""
-    from envbuild.image.promote import PlatformImage
-    from envbuild.image.promote import promote_platforms as push_platform_index
+    from envbuild.image.promote import PlatformImage, promote_platforms
 
     first = next(iter(records.values()))
     tags = list(first["plan_tags"])
@@ -504,7 +510,7 @@ def promote_platforms(
             summary.update(ok=True, status="promoted")
             _write_json(record_path, summary)
             return summary
-        index = push_platform_index(images, to=[split_tag(tag)[1] for tag in tags])
+        index = promote_platforms(images, to=[split_tag(tag)[1] for tag in tags])
         summary.update(
             ok=True,
             status="promoted",
@@ -522,7 +528,8 @@ def promote_platforms(
 
 
 def _untag(tags) -> None:
-    current_engine().remove_tags(list(tags))  # best effort: the record already says the promotion failed
+    if tags:
+        current_engine().remove_tags(list(tags))  # best effort: the record already says the promotion failed
 
 
 def lock_file_digest(path: str) -> str | None:
