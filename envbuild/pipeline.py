@@ -11,48 +11,41 @@ record is redacted as it is written: its error and smoke fields carry Engine and
 from __future__ import annotations
 
 import fcntl
-import json
 import os
-import time
 
 from envbuild import __version__
-from envbuild._util.files import file_sha256, write_atomic
-from envbuild._util.record import TYPE_CHECKING, Record
-from envbuild._util.redact import redact, redact_values
+from envbuild._util.files import file_sha256
+from envbuild._util.record import TYPE_CHECKING
+from envbuild._util.redact import redact
 from envbuild.attest import inputs as attest_inputs
-from envbuild.audit.skip import merge as merge_skips
 from envbuild.engine import current_engine
 from envbuild.errors import EnvbuildError, UsageError
-from envbuild.image import engine
-from envbuild.image.auditgate import audit_gate, summary
-from envbuild.image.platforms import require_buildable
 from envbuild.image.promote import promote
-from envbuild.image.verify import report_digest, report_document, verify_image
 from envbuild.lockfile.model import lock_path
 from envbuild.matrix.platforms import short
 from envbuild.oci.reference import split_tag
 from envbuild.plan.builds import builds, by_target
-from envbuild.plan.lockmatch import lock_for_render, require_match
-from envbuild.plan.plan import build_plan
-from envbuild.render.context import check_destination, render_files, write_context
+from envbuild.plan.lockmatch import lock_for_render
+from envbuild.render.context import check_destination, write_context
 from envbuild.render.wheelgap import require_wheels
-from envbuild.resolve.query import parse_gpu
+from envbuild.stages import attest as attest_stage
+from envbuild.stages import audit as audit_stage
+from envbuild.stages import build as build_stage
+from envbuild.stages import promote as promote_stage
+from envbuild.stages import render as render_stage
+from envbuild.stages import verify as verify_stage
+from envbuild.stages.options import BuildOptions
+from envbuild.stages.target import RECORD, TargetRun, write_record
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from envbuild.audit.skip import AuditSkip
+    from envbuild.image.promote import Promotion
     from envbuild.lockfile.model import LockedTarget
     from envbuild.matrix.model import Matrix
     from envbuild.plan.builds import TargetBuild
     from envbuild.plan.plan import Plan
     from envbuild.spec.model import Spec, Target
-
-RECORD = "record.json"
-
-
-def _write_json(path: str, data: dict) -> None:
-    write_atomic(path, json.dumps(redact_values(data), indent=2, sort_keys=True) + "\n")
 
 
 class TargetLock:
@@ -77,44 +70,6 @@ class TargetLock:
         if self.handle:
             fcntl.flock(self.handle, fcntl.LOCK_UN)
             self.handle.close()
-
-
-def engine_version() -> str | None:
-    return current_engine().version()
-
-
-class BuildOptions(Record):
-    """How `envbuild build` runs, merged from the command line and the spec's [smoke] table."""
-
-    __slots__ = (
-        "out_dir",
-        "builder",
-        "smoke_device",
-        "push",
-        "base_image",
-        "wheelhouse",
-        "no_cache",
-        "jobs",
-        "lock_key",
-        "allow_edited_lock",
-        "sign_key",
-        "skip_audit",
-    )
-    out_dir: str
-    builder: str  # auto | api | buildkit
-    smoke_device: str | None  # None: the spec's [smoke] device
-    push: bool
-    base_image: str | None
-    wheelhouse: str | None
-    no_cache: bool
-    jobs: int
-    lock_key: bytes | None  # the HMAC key a sealed lock is checked with (lockfile.seal)
-    allow_edited_lock: bool  # build from a lock whose seal fails, with a warning: emergencies only
-    sign_key: str | None  # a PEM key: the attached SBOM and provenance are DSSE envelopes it signed
-    skip_audit: tuple[AuditSkip, ...]  # --skip-audit: added to the spec's [audit] skip (a flag wins)
-
-    def __init__(self, *, skip_audit: tuple[AuditSkip, ...] = (), **values: object) -> None:
-        super().__init__(skip_audit=skip_audit, **values)
 
 
 def build_spec(
@@ -206,11 +161,69 @@ def build_target(
     after a passing smoke step, with the image untagged (status "verified"): a target of several
     platforms is promoted only once every platform's image has passed (build_platforms). context: the
     context's directory name in out_dir (default the target's)."""
-    out_dir, smoke_device = options.out_dir, str(options.smoke_device or spec.smoke.device)
-    context = context or target.name
-    context_dir = os.path.join(out_dir, context)
-    record: dict = {
-        "target": target.name,
+    build = TargetRun(
+        matrix=matrix,
+        spec=spec,
+        target=target,
+        options=options,
+        lock=lock,
+        platform=platform,
+        out_dir=options.out_dir,
+        context=context or target.name,
+        smoke_device=str(options.smoke_device or spec.smoke.device),
+        say=say,
+        progress=progress,
+    )
+    record = new_record(target.name, lock_digest, build.smoke_device)
+    plan: Plan | None = None
+
+    def verified_tags() -> list[str]:
+        """The tags to take back when the build stops after its smoke step passed (promote may have
+        made some of them): none before the plan exists or before verify passed."""
+        passed = record["stages"].get("verify", {}).get("passed")
+        return list(plan.tags) if plan is not None and passed else []
+
+    check_destination(build.out_dir, build.context)  # before anything, record.json included, is written
+    with TargetLock(build.out_dir, build.context, say):
+        try:
+            plan, backend = render_stage.run(build, record)
+            image_id = build_stage.run(build, record, plan, backend).image_id
+            gate = audit_stage.run(build, record, plan, image_id)
+            verification = verify_stage.run(build, record, plan, image_id)
+            if not promote_image:  # build_platforms promotes once every platform has passed
+                record.update(ok=True, status="verified", labels=gate.labels, plan_tags=list(plan.tags))
+                record["finished"] = attest_inputs.now()
+                write_record(build.record_path, record)
+                return record
+            promotion = promote_stage.run(build, record, plan, image_id, verification, gate)
+            # the record is final from here on but for the attest stage's own entry, so the
+            # provenance built from it is the one record.json reproduces
+            record.update(ok=True, status="promoted", finished=attest_inputs.now())
+            attest_stage.run(record, promotion.image_id, build.context_dir, options, say=say)
+            write_record(build.record_path, record)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
+            _untag(verified_tags())
+            record.update(status="interrupted", error=str(exc) or "interrupted", tags=[])
+            record["finished"] = attest_inputs.now()
+            write_record(build.record_path, record)
+            raise
+        except EnvbuildError as exc:
+            record.update(status="failed", error=exc.message)
+            if verified_tags():  # a registry error after tagging: no tag may stay behind
+                _untag(verified_tags())
+                record["tags"] = []
+            record["finished"] = attest_inputs.now()
+            write_record(build.record_path, record)
+            raise
+        record["finished"] = record.get("finished") or attest_inputs.now()
+        write_record(build.record_path, record)
+    return record
+
+
+def new_record(target: str, lock_digest: str | None, smoke_device: str) -> dict:
+    """A target's record.json as it starts: every field the stages fill, empty (attest/fields.py)."""
+    return {
+        "target": target,
         "envbuild": __version__,
         "ok": False,
         "status": "started",
@@ -225,184 +238,6 @@ def build_target(
         "started": attest_inputs.now(),
         "finished": None,
     }
-    record_path = os.path.join(context_dir, RECORD)
-
-    def stage(name: str, started: float, **extra) -> None:
-        record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
-        _write_json(record_path, record)
-
-    def verified_tags() -> list[str]:
-        """The tags to take back when the build stops after its smoke step passed (promote may have
-        made some of them): none before the plan exists or before verify passed."""
-        passed = record["stages"].get("verify", {}).get("passed")
-        return list(plan.tags) if plan is not None and passed else []
-
-    plan: Plan | None = None
-    check_destination(out_dir, context)  # before anything, record.json included, is written there
-    with TargetLock(out_dir, context, say):
-        try:
-            started = time.perf_counter()
-            backend = engine.choose_backend(options.builder)
-            plan = build_plan(
-                matrix,
-                spec,
-                target,
-                base_image=options.base_image,
-                wheelhouse=options.wheelhouse is not None,
-                lock=lock,
-                buildkit=backend == "buildkit",
-                platform=platform,
-            )
-            if lock is not None:
-                require_match(lock, plan, lock_path(spec.path))
-            write_context(render_files(plan), out_dir, context, wheelhouse=options.wheelhouse, plan=plan)
-            record.update(
-                stack=plan.stack_document, engine=engine_version(), backend=backend, platform=plan.platform
-            )
-            record.update(attest_inputs.record_inputs(spec, plan, lock, context_dir))
-            stage("render", started, context=context_dir)
-            require_buildable(plan.platform, smoke_device)  # before a long emulated build that cannot pass
-            say(
-                f"{target.name}: rendered {plan.stack_document['framework']} "
-                f"{plan.stack_document['framework_version']} ({plan.strategy}, {backend}) in {context_dir}"
-            )
-
-            started = time.perf_counter()
-            result = engine.build_image(
-                context_dir,
-                backend=backend,
-                no_cache=options.no_cache,
-                log_path=os.path.join(context_dir, "build.log"),
-                progress=progress or engine.Progress(),
-                platform=plan.platform,  # asked of the builder, and checked on the image it made
-            )
-            record["images"]["built"] = result.image_id
-            stage("build", started, steps=result.steps)
-            say(f"{target.name}: built {result.image_id[:19]} in {result.seconds:.1f}s (untagged)")
-
-            started = time.perf_counter()  # the audit gate: no kernel image for a GPU fails before smoke
-            record["status"] = "auditing"
-            gpus = tuple(parse_gpu(text, matrix) for text in target.stack.gpus)
-            # the wheels the build installed give a duplicated CUDA library's wheel copy its version
-            wheels = {str(d["name"]): str(d["version"]) for d in record.get("dependencies") or ()}
-            gate = audit_gate(
-                result.image_id,
-                gpus,
-                plan.stack_document["framework"],
-                target.name,
-                skip=merge_skips(spec.audit_skip, options.skip_audit),
-                say=lambda line: say(f"{target.name}: {line}"),
-                wheels=wheels,
-            )
-            record["audit"] = gate.document
-            stage("audit", started, ok=gate.error is None)
-            for line in summary(gate).splitlines():
-                say(f"{target.name}: {line}")
-            gate.check()
-
-            started = time.perf_counter()
-            record["status"] = "verifying"
-            verification = verify_image(
-                result.image_id,
-                device=smoke_device,
-                steps=spec.smoke.steps,
-                precision=spec.smoke.precision,
-                timeout=spec.smoke.timeout,
-                # the image carries these (smoke_checks.json); asked for too, so the report must show each
-                imports=spec.smoke.imports or None,
-                command=spec.smoke.command,
-                say=lambda line: say(f"{target.name}: {line}"),
-            )
-            record["smoke"] = verification.report
-            record["report_digest"] = report_digest(
-                report_document(verification.image_id, smoke_device, verification.report)
-            )  # what `verify --report` would write, and the promoted image's label carries
-            stage("verify", started, passed=verification.passed, device=smoke_device)
-            if not verification.passed:
-                failed = "; ".join(
-                    f"{f['gate']}: {f['detail']} (hint: {f['hint']})"
-                    for f in verification.report.get("failed", [])
-                )
-                raise EnvbuildError(
-                    f"{target.name}: the smoke step failed on {smoke_device}: {failed}",
-                    fix="the image was not tagged; fix the cause and build again",
-                )
-            say(
-                f"{target.name}: smoke step passed on {smoke_device} "
-                f"({verification.report.get('throughput_samples_per_s')} samples/s"
-                + (f", {plan.platform} emulated" if verification.emulated else "")
-                + ")"
-            )
-            if not promote_image:  # build_platforms promotes once every platform has passed
-                record.update(ok=True, status="verified", labels=gate.labels, plan_tags=list(plan.tags))
-                record["finished"] = attest_inputs.now()
-                _write_json(record_path, record)
-                return record
-
-            started = time.perf_counter()
-            record["status"] = "promoting"
-            promotion = promote(
-                result.image_id,
-                tags=list(plan.tags),
-                report=verification.report,
-                device=smoke_device,
-                push=options.push,
-                labels=gate.labels,
-                say=lambda line: say(f"{target.name}: {line}"),
-            )
-            record["images"]["promoted"] = promotion.image_id
-            record["tags"] = list(promotion.tags)
-            record["pushed"] = [{"tag": tag, "digest": digest} for tag, digest in promotion.pushed]
-            stage("promote", started, pushed=options.push)
-            for tag in promotion.tags:
-                say(
-                    f"{target.name}: tagged {tag}"
-                    + (" (verified on CPU only)" if smoke_device == "cpu" else "")
-                )
-            for tag, digest in promotion.pushed:
-                say(f"{target.name}: pushed {tag}@{digest}")
-            # the record is final from here on but for the attest stage's own entry, so the
-            # provenance built from it is the one record.json reproduces
-            record.update(ok=True, status="promoted", finished=attest_inputs.now())
-            attest(record, promotion.image_id, context_dir, options, say=say)
-            _write_json(record_path, record)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
-            _untag(verified_tags())
-            record.update(status="interrupted", error=str(exc) or "interrupted", tags=[])
-            record["finished"] = attest_inputs.now()
-            _write_json(record_path, record)
-            raise
-        except EnvbuildError as exc:
-            record.update(status="failed", error=exc.message)
-            if verified_tags():  # a registry error after tagging: no tag may stay behind
-                _untag(verified_tags())
-                record["tags"] = []
-            record["finished"] = attest_inputs.now()
-            _write_json(record_path, record)
-            raise
-        record["finished"] = record.get("finished") or attest_inputs.now()
-        _write_json(record_path, record)
-    return record
-
-
-def attest(record: dict, image_id: str, directory: str, options: BuildOptions, *, say) -> None:
-    """The attest stage: the SBOM and provenance of the promoted image written next to record.json
-    and, with --push, attached to every pushed digest (attest.publish). Its outcome goes under
-    record["attestations"] (fields.RECORD_AFTER_ATTACH), which the documents never cover."""
-    from envbuild.attest.publish import publish
-
-    started = time.perf_counter()
-    published = publish(record, image_id, directory=directory, sign_key=options.sign_key)
-    record["attestations"] = {
-        "files": [os.path.basename(path) for path in published.files],
-        "attached": list(published.attached),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
-    for item in published.attached:
-        say(
-            f"{record['target']}: attached the {item['kind']} {item['digest'][:19]} to {item['subject']} "
-            f"({item['path']}{', signed' if options.sign_key else ''})"
-        )
 
 
 def build_platforms(
@@ -477,28 +312,7 @@ def promote_every_platform(
     made: list[str] = []
     try:
         for name, record in records.items():
-            arch = short(name)
-            promotion = promote(
-                record["images"]["built"],
-                tags=[f"{tag}-{arch}" for tag in tags],
-                report=record["smoke"],
-                device=record["smoke_device"],
-                push=options.push,
-                labels=record["labels"],
-                say=lambda line: say(f"{target.name}: {line}"),
-            )
-            made += promotion.tags
-            record["images"]["promoted"] = promotion.image_id
-            record.update(
-                ok=True,
-                status="promoted",
-                tags=list(promotion.tags),
-                pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
-                finished=attest_inputs.now(),
-            )
-            arch_dir = os.path.join(options.out_dir, target.name, arch)
-            attest(record, promotion.image_id, arch_dir, options, say=say)
-            _write_json(os.path.join(arch_dir, RECORD), record)
+            promotion = _promote_one(target, name, record, tags, options, say=say, made=made)
             summary["platforms"][name] = {"image": promotion.image_id, "tags": list(promotion.tags)}
             if promotion.pushed:
                 repository = split_tag(promotion.pushed[0][0])[0]
@@ -508,7 +322,7 @@ def promote_every_platform(
         summary["tags"] = list(made)
         if not options.push:
             summary.update(ok=True, status="promoted")
-            _write_json(record_path, summary)
+            write_record(record_path, summary)
             return summary
         index = promote_platforms(images, to=[split_tag(tag)[1] for tag in tags])
         summary.update(
@@ -521,10 +335,48 @@ def promote_every_platform(
     except EnvbuildError as exc:
         _untag(made)  # no platform keeps a tag when the target as a whole did not promote
         summary.update(status="failed", error=exc.message, tags=[])
-        _write_json(record_path, summary)
+        write_record(record_path, summary)
         raise
-    _write_json(record_path, summary)
+    write_record(record_path, summary)
     return summary
+
+
+def _promote_one(
+    target: Target,
+    name: str,
+    record: dict,
+    tags: list[str],
+    options: BuildOptions,
+    *,
+    say: Callable[[str], None],
+    made: list[str],
+) -> Promotion:
+    """One platform's verified image tagged `<tag>-<arch>` (and pushed), attested, and its record
+    written in <out>/<target>/<arch>/; each tag it made is added to `made` at once, so a later
+    failure can take it back."""
+    arch = short(name)
+    promotion = promote(
+        record["images"]["built"],
+        tags=[f"{tag}-{arch}" for tag in tags],
+        report=record["smoke"],
+        device=record["smoke_device"],
+        push=options.push,
+        labels=record["labels"],
+        say=lambda line: say(f"{target.name}: {line}"),
+    )
+    made += promotion.tags
+    record["images"]["promoted"] = promotion.image_id
+    record.update(
+        ok=True,
+        status="promoted",
+        tags=list(promotion.tags),
+        pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
+        finished=attest_inputs.now(),
+    )
+    arch_dir = os.path.join(options.out_dir, target.name, arch)
+    attest_stage.run(record, promotion.image_id, arch_dir, options, say=say)
+    write_record(os.path.join(arch_dir, RECORD), record)
+    return promotion
 
 
 def _untag(tags) -> None:

@@ -37,6 +37,7 @@ LAYERS = (
     "envbuild.image",
     "envbuild.runtime",  # the smoke step on Docker, Apptainer, Enroot, Charliecloud: judged by image.verify
     "envbuild.attest",  # SBOM and provenance: built from what image read, attached through oci
+    "envbuild.stages",  # render, build, audit, verify, promote, attest: one module each, one run()
     "envbuild.host",
     "envbuild.scaleout",
     "envbuild.pipeline",
@@ -222,3 +223,22 @@ def test_only_the_engine_package_builds_a_docker_client() -> None:
     assert outside == {}, "ask envbuild.engine.current_engine() for a client instead"
     inside = [client_makers(p) for n, p in envbuild_modules().items() if unit_of(n) == "envbuild.engine"]
     assert any(inside), "the scan finds the engine's own constructors (it can fail)"
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    """`name (N lines)` for each function in `path` longer than `limit` lines, decorators included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            length = node.end_lineno - node.lineno + 1
+            if length > limit:
+                found.append(f"{node.name} ({length} lines)")
+    return found
+
+
+def test_the_runner_and_its_stages_have_no_function_over_80_lines() -> None:
+    """The pipeline reads as its stages (issue 35): build_target was 176 lines, six stages inline."""
+    paths = [PACKAGE / "pipeline.py", *sorted((PACKAGE / "stages").glob("*.py"))]
+    assert len(paths) > 5
+    assert {str(p.relative_to(PACKAGE)): long for p in paths if (long := long_functions(p, 80))} == {}
+    assert long_functions(PACKAGE / "pipeline.py", 10), "the scan measures functions (it can fail)"

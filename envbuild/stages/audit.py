@@ -1,0 +1,39 @@
+"""The audit gate: an image without kernels for a target GPU fails here, before its smoke step."""
+
+from __future__ import annotations
+
+import time
+
+from envbuild._util.record import TYPE_CHECKING
+from envbuild.audit.skip import merge as merge_skips
+from envbuild.image.auditgate import audit_gate, summary
+from envbuild.resolve.query import parse_gpu
+
+if TYPE_CHECKING:
+    from envbuild.image.auditgate import Gate
+    from envbuild.plan.plan import Plan
+    from envbuild.stages.target import TargetRun
+
+
+def run(build: TargetRun, record: dict, plan: Plan, image_id: str) -> Gate:
+    """The gate's verdict, in the record; raises its error when it failed."""
+    started = time.perf_counter()
+    record["status"] = "auditing"
+    gpus = tuple(parse_gpu(text, build.matrix) for text in build.target.stack.gpus)
+    # the wheels the build installed give a duplicated CUDA library's wheel copy its version
+    wheels = {str(d["name"]): str(d["version"]) for d in record.get("dependencies") or ()}
+    gate = audit_gate(
+        image_id,
+        gpus,
+        plan.stack_document["framework"],
+        build.target.name,
+        skip=merge_skips(build.spec.audit_skip, build.options.skip_audit),
+        say=build.tell,
+        wheels=wheels,
+    )
+    record["audit"] = gate.document
+    build.stage_done(record, "audit", started, ok=gate.error is None)
+    for line in summary(gate).splitlines():
+        build.tell(line)
+    gate.check()
+    return gate

@@ -1,0 +1,53 @@
+"""The render stage: the target's plan, checked against its lock entry, written as its context."""
+
+from __future__ import annotations
+
+import time
+
+from envbuild._util.record import TYPE_CHECKING
+from envbuild.attest import inputs as attest_inputs
+from envbuild.engine import current_engine
+from envbuild.image import engine as image_builder
+from envbuild.image.platforms import require_buildable
+from envbuild.lockfile.model import lock_path
+from envbuild.plan.lockmatch import require_match
+from envbuild.plan.plan import build_plan
+from envbuild.render.context import render_files, write_context
+
+if TYPE_CHECKING:
+    from envbuild.plan.plan import Plan
+    from envbuild.stages.target import TargetRun
+
+
+def run(build: TargetRun, record: dict) -> tuple[Plan, str]:
+    """The plan and the build backend it was rendered for (BuildKit or the Engine API)."""
+    started = time.perf_counter()
+    options, spec = build.options, build.spec
+    backend = image_builder.choose_backend(options.builder)
+    plan = build_plan(
+        build.matrix,
+        spec,
+        build.target,
+        base_image=options.base_image,
+        wheelhouse=options.wheelhouse is not None,
+        lock=build.lock,
+        buildkit=backend == "buildkit",
+        platform=build.platform,
+    )
+    if build.lock is not None:
+        require_match(build.lock, plan, lock_path(spec.path))
+    write_context(render_files(plan), build.out_dir, build.context, wheelhouse=options.wheelhouse, plan=plan)
+    record.update(
+        stack=plan.stack_document,
+        engine=current_engine().version(),
+        backend=backend,
+        platform=plan.platform,
+    )
+    record.update(attest_inputs.record_inputs(spec, plan, build.lock, build.context_dir))
+    build.stage_done(record, "render", started, context=build.context_dir)
+    require_buildable(plan.platform, build.smoke_device)  # before a long emulated build that cannot pass
+    build.tell(
+        f"rendered {plan.stack_document['framework']} "
+        f"{plan.stack_document['framework_version']} ({plan.strategy}, {backend}) in {build.context_dir}"
+    )
+    return plan, backend

@@ -1,0 +1,76 @@
+"""TargetRun, what every stage is told about the one image it works on, and the record's writer."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from envbuild._util.files import write_atomic
+from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild._util.redact import redact_values
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from envbuild.lockfile.model import LockedTarget
+    from envbuild.matrix.model import Matrix
+    from envbuild.spec.model import Spec, Target
+    from envbuild.stages.options import BuildOptions
+
+RECORD = "record.json"
+
+
+def write_record(path: str, record: dict) -> None:
+    """record.json, every string redacted as it is written: its error and smoke fields carry Engine
+    and registry text."""
+    write_atomic(path, json.dumps(redact_values(record), indent=2, sort_keys=True) + "\n")
+
+
+class TargetRun(Record):
+    """One target on one platform, as the stages see it. lock: this platform's own entry (None:
+    unlocked); context: the name of its context under out_dir, where its record is written too;
+    smoke_device: cpu or gpu, the flag's or the spec's; say: progress lines for the user; progress:
+    the build's own output (None: the engine's default)."""
+
+    __slots__ = (
+        "matrix",
+        "spec",
+        "target",
+        "options",
+        "lock",
+        "platform",
+        "out_dir",
+        "context",
+        "smoke_device",
+        "say",
+        "progress",
+    )
+    matrix: Matrix
+    spec: Spec
+    target: Target
+    options: BuildOptions
+    lock: LockedTarget | None
+    platform: str | None
+    out_dir: str
+    context: str
+    smoke_device: str
+    say: Callable[[str], None]
+    progress: Callable[[str], None] | None
+
+    @property
+    def context_dir(self) -> str:
+        return os.path.join(self.out_dir, self.context)
+
+    @property
+    def record_path(self) -> str:
+        return os.path.join(self.context_dir, RECORD)
+
+    def tell(self, line: str) -> None:
+        """A progress line about this target."""
+        self.say(f"{self.target.name}: {line}")
+
+    def stage_done(self, record: dict, name: str, started: float, **extra: object) -> None:
+        """The stage's entry in the record (its seconds and outcome), written at once."""
+        record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
+        write_record(self.record_path, record)
