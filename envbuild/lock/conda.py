@@ -30,7 +30,7 @@ from envbuild.lockfile.model import LockedCondaPackage
 from envbuild.lockfile.read import check_conda_package
 
 ANACONDA = "https://conda.anaconda.org"  # where a channel given by name lives
-# mambaorg/micromamba:<version> (plan.plan.MICROMAMBA_IMAGE) is built on debian:13-slim
+# mambaorg/micromamba:<version> (plan.strategy.conda.MICROMAMBA_IMAGE) is built on debian:13-slim
 # (mamba-org/micromamba-docker, .github/workflows/push_latest.yml DEFAULT_BASE_IMAGE, a815800), and
 # Debian 13's glibc is 2.41: the __glibc the solve assumes for the conda strategy's base
 MICROMAMBA_GLIBC = "2.41"

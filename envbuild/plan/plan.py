@@ -21,9 +21,10 @@ from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
 from envbuild.plan.coherence import check_framework_pins
-from envbuild.plan.cudabase import cuda_base
 from envbuild.plan.cudalayer import is_cuda_package
 from envbuild.plan.explicit import explicit_file
+from envbuild.plan.strategy import strategy_for
+from envbuild.plan.strategy.base import Strategy
 from envbuild.resolve.needs import brings_own_libraries
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.platform_choice import target_platforms
@@ -37,7 +38,6 @@ from envbuild.spec.model import Spec, Target
 from envbuild.spec.smokelabels import smoke_labels
 
 PYPI = "https://pypi.org/simple"
-MICROMAMBA_IMAGE = "mambaorg/micromamba:2.6.1"
 MICROMAMBA_UID = 57439  # mambauser in mambaorg/micromamba images (MAMBA_USER_ID)
 CONDA_CHANNEL = "conda-forge"
 VENV = "/opt/venv"
@@ -116,7 +116,7 @@ class Plan(Record):
     framework_lines: str  # requirements-framework.txt
     user_lines: str  # requirements.txt
     buildkit: bool  # the Dockerfile may use RUN --mount (else it renders for the classic builder)
-    installer: str  # uv | pip: what the Dockerfile installs with (installer_for)
+    installer: str  # uv | pip: what the Dockerfile installs with (Strategy.installer)
     cuda_lines: str  # requirements-cuda.txt: the lock's CUDA wheels, their own layer ("" for none)
     # conda-framework.txt / conda-user.txt: the lock's conda layer as micromamba explicit files
     # (plan.explicit); "" when the lock has none, and then the conda strategy solves at build time
@@ -150,16 +150,12 @@ def _resolve_target(
 
 
 def _framework_install(
-    stack: Stack, strategy: str, spec_index: str | None
+    stack: Stack, strategy: Strategy, spec_index: str | None
 ) -> tuple[tuple[str, ...], str, str | None]:
     """Requirements, index and find-links for the framework layer."""
     framework, release, variant = stack.framework, stack.release, stack.variant
     version = release.version
-    extra = variant.extra
-    if strategy == "base-image" and framework.name == "tensorflow":
-        extra = None  # use the image's CUDA and cuDNN
-    elif strategy == "base-image" and extra and framework.name == "jax":
-        extra = re.sub(r"[-_]pip$", "", extra) + "-local"  # jax[cuda12-local]: the image's CUDA
+    extra = strategy.framework_extra(framework.name, variant.extra)
     name = framework.package + (f"[{extra}]" if extra else "")
     if framework.name == "torch" and release.pypi_variant != variant.name:
         # download.pytorch.org spells the variant as a local version: pin it, not just the release
@@ -200,7 +196,8 @@ def build_plan(
         except ValueError as exc:
             raise UsageError(f"--base-image {base_image!r} {exc}") from None
     cuda = format_minor(stack.cuda)
-    requirements, index, find_links = _framework_install(stack, strategy, spec.packages.index_url)
+    rules = strategy_for(strategy)
+    requirements, index, find_links = _framework_install(stack, rules, spec.packages.index_url)
     index = spec.packages.framework_index_url or index  # a mirror of the variant's index
     where = f"{spec.path} target {target.name!r}"
     # the rule target_query already applied (so `resolve -f` refuses what render refuses): its answer
@@ -214,29 +211,10 @@ def build_plan(
     )
     check_framework_pins(spec, target, stack, where)
 
-    runtime_image = None
-    devel = spec.image.devel and strategy == "base-image"
-    # torch keeps its nvidia-* wheels on a base image; every wheels build has them
-    own_libraries = strategy == "wheels" or (strategy == "base-image" and brings_own_libraries(stack.variant))
-    base_flavor = None
-    if strategy == "wheels":
-        image = os_row.image
-    elif strategy == "base-image":
-        row = matrix.image_for(stack.cuda, os_row.name, platform)
-        assert row is not None  # the resolver only returns stacks that have one
-        chosen = cuda_base(
-            row,
-            os_row.name,
-            own_libraries=own_libraries,
-            devel=devel,
-            framework=stack.framework.display_name,
-        )
-        base_flavor = chosen.document
-        image = chosen.build_image or chosen.image
-        if devel:
-            runtime_image = chosen.image
-    else:
-        image = MICROMAMBA_IMAGE
+    devel = rules.devel(spec.image.devel)
+    own_libraries = rules.own_libraries(stack.variant)
+    chosen = rules.base(matrix, stack, os_row, platform, own_libraries=own_libraries, devel=devel)
+    image, runtime_image, base_flavor = chosen.image, chosen.runtime_image, chosen.flavor
     if base_image is not None:  # an explicit override replaces every stage's base
         image = base_image
         if runtime_image is not None:
@@ -248,25 +226,8 @@ def build_plan(
             lock, image, overridden=base_image is not None, where=f"{spec.path} target {target.name!r}"
         )
 
-    conda_framework: tuple[str, ...] = ()
-    if strategy == "conda":
-        names = stack.framework.conda_packages
-        version = stack.release.version
-        # the package carrying the GPU build gets a build string of the CUDA major (cuda12* matches
-        # conda-forge's cuda126_..., cuda129_... builds); the others just the version
-        conda_framework = (
-            *(f"{n}={version}" for n in names[:-1]),
-            f"{names[-1]}={version}=cuda{stack.cuda[0]}*",
-        )
-
-    nvidia_env: tuple[tuple[str, str], ...] = ()
-    if strategy != "base-image":  # nvidia/cuda images set these themselves, with brand clauses
-        require = cuda if stack.mode == "native" else f"{stack.cuda[0]}.0"
-        nvidia_env = (
-            ("NVIDIA_VISIBLE_DEVICES", "all"),
-            ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
-            ("NVIDIA_REQUIRE_CUDA", f"cuda>={require}"),
-        )
+    conda_framework = rules.conda_framework(stack)
+    nvidia_env = rules.nvidia_env(stack, cuda)
     env = dict(spec.image.env)
     if stack.framework.name == "torch":
         env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
@@ -349,7 +310,7 @@ def build_plan(
         if lock
         else "".join(f"{r}\n" for r in spec.packages.pip),
         buildkit=buildkit,
-        installer=installer_for(spec.image.installer, strategy, buildkit),
+        installer=rules.installer(spec.image.installer, buildkit),
         cuda_lines=requirement_lines(cuda_packages, "framework"),
         **_conda_lines(lock, platform, target.name),
         smoke_checks=checks_file(spec.smoke.imports, spec.smoke.command)
@@ -373,15 +334,6 @@ def _conda_lines(lock: LockedTarget | None, platform: str, target: str) -> dict[
             fix="run `envbuild lock` and commit envbuild.lock",
         )
     return lines
-
-
-def installer_for(wanted: str, strategy: str, buildkit: bool) -> str:
-    """uv where it can stay out of the image, else pip.
-
-    uv enters a build only through a RUN bind mount: the classic builder (the api backend) has none,
-    and a COPYed uv would stay in a layer, so that backend installs with pip. The conda strategy's pip
-    layer installs into micromamba's environment and keeps pip as well."""
-    return wanted if buildkit and strategy != "conda" else "pip"
 
 
 def split_cuda(
