@@ -30,6 +30,7 @@ from envbuild._util.redact import redact_values  # noqa: E402
 from envbuild.attest import fields  # noqa: E402
 from envbuild.attest.check import Fetched, judge  # noqa: E402
 from envbuild.attest.publish import build_documents, payloads, write_documents  # noqa: E402
+from envbuild.attest.record import BuildRecord  # noqa: E402
 from envbuild.image.inventory import parse_inventory  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "attest"
@@ -55,7 +56,9 @@ def main() -> int:
     inventory = parse_inventory(capture, capture.split("\n", 1)[0].rsplit(" ", 1)[0], {})
     record = {**record, "pushed": [{"tag": SUBJECT[0] + ":e2e", "digest": SUBJECT[1]}]}
     key = Ed25519PrivateKey.generate()
-    build_documents(record, inventory, SUBJECT)  # imports (cyclonedx, jsonschema) once, outside the timing
+    build_documents(
+        BuildRecord.from_json(record), inventory, SUBJECT
+    )  # imports (cyclonedx, jsonschema) once, outside the timing
 
     with tempfile.TemporaryDirectory() as scratch:
 
@@ -65,11 +68,11 @@ def main() -> int:
             )
 
         def documents() -> None:
-            sbom, statement = build_documents(record, inventory, SUBJECT)
+            sbom, statement = build_documents(BuildRecord.from_json(record), inventory, SUBJECT)
             payloads(sbom, statement, key)
             write_documents(scratch, sbom, statement)
 
-        sbom, statement = build_documents(record, inventory, SUBJECT)
+        sbom, statement = build_documents(BuildRecord.from_json(record), inventory, SUBJECT)
         fetched = {
             kind: Fetched(kind=kind, media_type=media_type, payload=data, manifest_subject=SUBJECT[1])
             for kind, data, media_type in payloads(sbom, statement, None)

@@ -18,6 +18,7 @@ from envbuild._util.files import file_sha256
 from envbuild._util.record import TYPE_CHECKING
 from envbuild._util.redact import redact
 from envbuild.attest import inputs as attest_inputs
+from envbuild.attest.record import BuildRecord
 from envbuild.engine import current_engine
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.image.promote import promote
@@ -35,7 +36,7 @@ from envbuild.stages import promote as promote_stage
 from envbuild.stages import render as render_stage
 from envbuild.stages import verify as verify_stage
 from envbuild.stages.options import BuildOptions
-from envbuild.stages.target import RECORD, TargetRun, write_record
+from envbuild.stages.target import RECORD, RecordFile, TargetRun
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -99,7 +100,7 @@ def build_spec(
     device = options.smoke_device or spec.smoke.device
     parallel = options.jobs > 1
 
-    def build_one(chosen: Target) -> dict:
+    def build_one(chosen: Target) -> BuildRecord:
         tell = (lambda line: say(f"[{chosen.name}] {line}")) if parallel else say
         group = planned[chosen.name]
         if len(group) > 1:
@@ -136,9 +137,11 @@ def build_spec(
         names = {chosen.name for chosen in chosen_targets}
         require_wheels(options.wheelhouse, [entry for entry in lock.targets if entry.name in names])
     results = build_all(chosen_targets, build_one, jobs=options.jobs)
-    for record, _ in results:
-        record.setdefault("smoke_device", device)
-    return results
+    # a target that failed before its record existed says which device it would have been verified on
+    return [
+        (record if record.has("smoke_device") else record.with_(smoke_device=device), error)
+        for record, error in results
+    ]
 
 
 def build_target(
@@ -154,8 +157,8 @@ def build_target(
     platform: str | None = None,
     promote_image: bool = True,
     context: str | None = None,
-) -> dict:
-    """Run the four stages for one target; returns its record (record["ok"] says if it passed).
+) -> BuildRecord:
+    """Run the four stages for one target; returns its record (its `ok` says if it passed).
 
     platform: the one to build (None: the lock's, else the target's first). promote_image=False stops
     after a passing smoke step, with the image untagged (status "verified"): a target of several
@@ -174,13 +177,13 @@ def build_target(
         say=say,
         progress=progress,
     )
-    record = new_record(target.name, lock_digest, build.smoke_device)
+    record = RecordFile(build.record_path, new_record(target.name, lock_digest, build.smoke_device))
     plan: Plan | None = None
 
     def verified_tags() -> list[str]:
         """The tags to take back when the build stops after its smoke step passed (promote may have
         made some of them): none before the plan exists or before verify passed."""
-        passed = record["stages"].get("verify", {}).get("passed")
+        passed = (record.current.stages or {}).get("verify", {}).get("passed")
         return list(plan.tags) if plan is not None and passed else []
 
     check_destination(build.out_dir, build.context)  # before anything, record.json included, is written
@@ -192,52 +195,53 @@ def build_target(
             verification = verify_stage.run(build, record, plan, image_id)
             if not promote_image:  # build_platforms promotes once every platform has passed
                 record.update(ok=True, status="verified", labels=gate.labels, plan_tags=list(plan.tags))
-                record["finished"] = attest_inputs.now()
-                write_record(build.record_path, record)
-                return record
+                record.update(finished=attest_inputs.now())
+                record.write()
+                return record.current
             promotion = promote_stage.run(build, record, plan, image_id, verification, gate)
             # the record is final from here on but for the attest stage's own entry, so the
             # provenance built from it is the one record.json reproduces
             record.update(ok=True, status="promoted", finished=attest_inputs.now())
             attest_stage.run(record, promotion.image_id, build.context_dir, options, say=say)
-            write_record(build.record_path, record)
+            record.write()
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
             _untag(verified_tags())
             record.update(status="interrupted", error=str(exc) or "interrupted", tags=[])
-            record["finished"] = attest_inputs.now()
-            write_record(build.record_path, record)
+            record.update(finished=attest_inputs.now())
+            record.write()
             raise
         except EnvbuildError as exc:
             record.update(status="failed", error=exc.message)
-            if verified_tags():  # a registry error after tagging: no tag may stay behind
-                _untag(verified_tags())
-                record["tags"] = []
-            record["finished"] = attest_inputs.now()
-            write_record(build.record_path, record)
+            taken_back = verified_tags()
+            if taken_back:  # a registry error after tagging: no tag may stay behind
+                _untag(taken_back)
+                record.update(tags=[])
+            record.update(finished=attest_inputs.now())
+            record.write()
             raise
-        record["finished"] = record.get("finished") or attest_inputs.now()
-        write_record(build.record_path, record)
-    return record
+        record.update(finished=record.current.finished or attest_inputs.now())
+        record.write()
+    return record.current
 
 
-def new_record(target: str, lock_digest: str | None, smoke_device: str) -> dict:
-    """A target's record.json as it starts: every field the stages fill, empty (attest/fields.py)."""
-    return {
-        "target": target,
-        "envbuild": __version__,
-        "ok": False,
-        "status": "started",
-        "stages": {},
-        "images": {},
-        "tags": [],
-        "pushed": [],
-        "smoke": None,
-        "error": None,
-        "lock_digest": lock_digest,
-        "smoke_device": smoke_device,
-        "started": attest_inputs.now(),
-        "finished": None,
-    }
+def new_record(target: str, lock_digest: str | None, smoke_device: str) -> BuildRecord:
+    """A target's record.json as it starts: every field the stages fill, empty (attest.record)."""
+    return BuildRecord.new(
+        target=target,
+        envbuild=__version__,
+        ok=False,
+        status="started",
+        stages={},
+        images={},
+        tags=[],
+        pushed=[],
+        smoke=None,
+        error=None,
+        lock_digest=lock_digest,
+        smoke_device=smoke_device,
+        started=attest_inputs.now(),
+        finished=None,
+    )
 
 
 def build_platforms(
@@ -250,14 +254,14 @@ def build_platforms(
     lock_digest: str | None = None,
     say: Callable[[str], None] = print,
     progress: Callable[[str], None] | None = None,
-) -> dict:
+) -> BuildRecord:
     """A target of several platforms: each platform's image rendered, built, audited and verified in
     turn (its context in <out>/<target>/<arch>/, where render writes it), and nothing tagged or pushed
     unless all passed.
 
     The first platform that fails raises, as build_target does: the images already verified stay
     untagged. Emulated platforms (arm64 on an x86_64 runner) run the CPU smoke step under QEMU."""
-    records: dict[str, dict] = {}
+    records: dict[str, BuildRecord] = {}
     # <out>/<target>/ as a context of envbuild's own (its marker, nothing else), as render writes it for
     # several platforms: it replaces the last build's contexts, and a later build may replace it again
     write_context({}, options.out_dir, target.name)
@@ -280,8 +284,12 @@ def build_platforms(
 
 
 def promote_every_platform(
-    target: Target, records: dict[str, dict], options: BuildOptions, *, say: Callable[[str], None] = print
-) -> dict:
+    target: Target,
+    records: dict[str, BuildRecord],
+    options: BuildOptions,
+    *,
+    say: Callable[[str], None] = print,
+) -> BuildRecord:
     """Every platform's image passed its smoke step: promote each, then join them in one index.
 
     Each platform's verified image is labelled, tagged `<tag>-<arch>` and (with --push) pushed, as a
@@ -293,37 +301,44 @@ def promote_every_platform(
     from envbuild.image.promote import PlatformImage, promote_platforms
 
     first = next(iter(records.values()))
-    tags = list(first["plan_tags"])
-    summary: dict = {
-        "target": target.name,
-        "envbuild": __version__,
-        "ok": False,
-        "status": "promoting",
-        "stack": first.get("stack"),
-        "smoke_device": first.get("smoke_device"),
-        "platforms": {},
-        "tags": [],
-        "pushed": [],
-        "index": None,
-        "error": None,
-    }
-    record_path = os.path.join(options.out_dir, target.name, RECORD)
+    tags = list(first.plan_tags or ())
+    summary = RecordFile(
+        os.path.join(options.out_dir, target.name, RECORD),
+        BuildRecord.new(
+            target=target.name,
+            envbuild=__version__,
+            ok=False,
+            status="promoting",
+            stack=first.stack,
+            smoke_device=first.smoke_device,
+            platforms={},
+            tags=[],
+            pushed=[],
+            index=None,
+            error=None,
+        ),
+    )
     images: list[PlatformImage] = []
     made: list[str] = []
     try:
         for name, record in records.items():
             promotion = _promote_one(target, name, record, tags, options, say=say, made=made)
-            summary["platforms"][name] = {"image": promotion.image_id, "tags": list(promotion.tags)}
+            summary.update(
+                platforms={
+                    **(summary.current.platforms or {}),
+                    name: {"image": promotion.image_id, "tags": list(promotion.tags)},
+                }
+            )
             if promotion.pushed:
                 repository = split_tag(promotion.pushed[0][0])[0]
                 images.append(
                     PlatformImage(ref=f"{repository}@{promotion.pushed[0][1]}", platform=name, report=None)
                 )
-        summary["tags"] = list(made)
+        summary.update(tags=list(made))
         if not options.push:
             summary.update(ok=True, status="promoted")
-            write_record(record_path, summary)
-            return summary
+            summary.write()
+            return summary.current
         index = promote_platforms(images, to=[split_tag(tag)[1] for tag in tags])
         summary.update(
             ok=True,
@@ -335,16 +350,16 @@ def promote_every_platform(
     except EnvbuildError as exc:
         _untag(made)  # no platform keeps a tag when the target as a whole did not promote
         summary.update(status="failed", error=exc.message, tags=[])
-        write_record(record_path, summary)
+        summary.write()
         raise
-    write_record(record_path, summary)
-    return summary
+    summary.write()
+    return summary.current
 
 
 def _promote_one(
     target: Target,
     name: str,
-    record: dict,
+    verified: BuildRecord,
     tags: list[str],
     options: BuildOptions,
     *,
@@ -355,27 +370,29 @@ def _promote_one(
     written in <out>/<target>/<arch>/; each tag it made is added to `made` at once, so a later
     failure can take it back."""
     arch = short(name)
+    built = verified.images.built if verified.images else None
     promotion = promote(
-        record["images"]["built"],
+        str(built),
         tags=[f"{tag}-{arch}" for tag in tags],
-        report=record["smoke"],
-        device=record["smoke_device"],
+        report=verified.smoke,
+        device=verified.smoke_device,
         push=options.push,
-        labels=record["labels"],
+        labels=verified.labels,
         say=lambda line: say(f"{target.name}: {line}"),
     )
     made += promotion.tags
-    record["images"]["promoted"] = promotion.image_id
+    arch_dir = os.path.join(options.out_dir, target.name, arch)
+    record = RecordFile(os.path.join(arch_dir, RECORD), verified)
     record.update(
+        images={"built": built, "promoted": promotion.image_id},
         ok=True,
         status="promoted",
         tags=list(promotion.tags),
         pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
         finished=attest_inputs.now(),
     )
-    arch_dir = os.path.join(options.out_dir, target.name, arch)
     attest_stage.run(record, promotion.image_id, arch_dir, options, say=say)
-    write_record(os.path.join(arch_dir, RECORD), record)
+    record.write()
     return promotion
 
 
@@ -388,18 +405,18 @@ def lock_file_digest(path: str) -> str | None:
     return file_sha256(path) if os.path.exists(path) else None
 
 
-def build_all(targets, build_one, *, jobs: int) -> list[tuple[dict, str | None]]:
+def build_all(targets, build_one, *, jobs: int) -> list[tuple[BuildRecord, str | None]]:
     """Build targets, `jobs` at a time against one engine; results in the targets' order.
 
     A failing target does not stop the others: each result is (record, error message or None).
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    def one(target) -> tuple[dict, str | None]:
+    def one(target) -> tuple[BuildRecord, str | None]:
         try:
             return build_one(target), None
         except EnvbuildError as exc:
-            return {"target": target.name, "status": "failed"}, redact(exc.render())
+            return BuildRecord.new(target=target.name, status="failed"), redact(exc.render())
 
     if jobs <= 1:
         return [one(t) for t in targets]
@@ -407,18 +424,18 @@ def build_all(targets, build_one, *, jobs: int) -> list[tuple[dict, str | None]]
         return list(pool.map(one, targets))
 
 
-def summary_table(records: list[dict]) -> str:
+def summary_table(records: list[BuildRecord]) -> str:
     rows = [("target", "result", "framework", "CUDA", "smoke", "tags")]
     for record in records:
-        stack = record.get("stack") or {}
+        stack = record.stack or {}
         rows.append(
             (
-                record["target"],
-                record.get("status", "?"),
+                str(record.target),
+                record.status if record.has("status") else "?",
                 f"{stack.get('framework', '-')} {stack.get('framework_version', '')}".strip(),
                 str(stack.get("cuda", "-")),
-                record.get("smoke_device", "-"),
-                ", ".join(record.get("tags", [])) or "-",
+                record.smoke_device if record.has("smoke_device") else "-",
+                ", ".join(record.tags or ()) or "-",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -10,6 +10,7 @@ absent, and the documents say so by leaving those fields empty.
 from __future__ import annotations
 
 from envbuild import __version__
+from envbuild.attest.record import BuildRecord
 from envbuild.oci import labels as names
 
 _STACK_LABELS = {
@@ -41,34 +42,34 @@ def facts_from_image(
     report_digest: str | None,
     pushed: list[dict],
     env: dict[str, str] | None = None,
-) -> dict:
-    """A record-shaped dict (pipeline's record.json) for the labelled image `image_id`."""
+) -> BuildRecord:
+    """The build record (the shape pipeline writes) of the labelled image `image_id`."""
     stack = {key: labels.get(label) for key, label in _STACK_LABELS.items()}
     stack["spec_digest"] = _hex(labels.get(names.SPEC_DIGEST))
     stack["matrix_digest"] = None
     stack["base_image"] = labels.get("org.opencontainers.image.base.name")
     spec_digest = labels.get(names.SPEC_DIGEST)
-    return {
-        "target": labels.get(names.TARGET),
-        "envbuild": __version__,
-        "built_by": labels.get(names.VERSION),
-        "ok": True,
-        "status": "promoted",
-        "platform": labels.get(names.PLATFORM),
-        "stack": stack,
-        "images": {"built": image_id, "promoted": image_id},
-        "tags": [entry["tag"] for entry in pushed],
-        "pushed": list(pushed),
-        "smoke": report,
-        "smoke_device": device,
-        "report_digest": report_digest,
-        "lock_digest": None,
-        "engine": None,
-        "backend": None,
-        "started": None,
-        "finished": None,
-        "spec": {"path": None, "digest": spec_digest},
-        "base_image": labels.get("org.opencontainers.image.base.name"),
-        "nvidia_require_cuda": (env or {}).get("NVIDIA_REQUIRE_CUDA"),
-        "dependencies": [],
-    }
+    return BuildRecord.new(
+        target=labels.get(names.TARGET),
+        envbuild=__version__,
+        built_by=labels.get(names.VERSION),
+        ok=True,
+        status="promoted",
+        platform=labels.get(names.PLATFORM),
+        stack=stack,
+        images={"built": image_id, "promoted": image_id},
+        tags=[entry["tag"] for entry in pushed],
+        pushed=list(pushed),
+        smoke=report,
+        smoke_device=device,
+        report_digest=report_digest,
+        lock_digest=None,
+        engine=None,
+        backend=None,
+        started=None,
+        finished=None,
+        spec={"path": None, "digest": spec_digest},
+        base_image=labels.get("org.opencontainers.image.base.name"),
+        nvidia_require_cuda=(env or {}).get("NVIDIA_REQUIRE_CUDA"),
+        dependencies=[],
+    )

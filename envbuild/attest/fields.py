@@ -75,16 +75,17 @@ P_PACKAGE_LAYER = "envbuild:package:layer"  # framework | user (the image layer 
 P_COMPONENT_ROLE = "envbuild:role"
 
 # ---------------------------------------------------------------------------------------------
-# the build record's attestation inputs (pipeline writes them, attest.inputs computes them):
-#   record["started"], record["finished"]: RFC 3339 UTC ("2026-12-01T05:40:00Z")
-#   record["spec"] = {"path": "...envbuild.toml", "digest": "sha256:<hex of the file's bytes>"}
-#   record["base_image"]: the FROM reference (name:tag@sha256:... when locked or pinned)
-#   record["nvidia_require_cuda"]: the image's NVIDIA_REQUIRE_CUDA, or None (a base image sets it)
-#   record["dependencies"]: [{"name", "version", "layer", "index", "hashes": ["sha256:<hex>", ...],
-#                             "file": the wheel's file name in the build context, or None,
-#                             "file_hash": that file's "sha256:<hex>" (one of hashes), or None}]
-#   record["lock_digest"]: "sha256:<hex>" of envbuild.lock, or None
-#   record["stack"]: the stack document (framework, cuda, cudnn, nccl, min_driver, arch, matrix_digest...)
+# the build record's attestation inputs (the render stage writes them, attest.inputs computes them);
+# attest.record.BuildRecord types every field of the record:
+#   started, finished: RFC 3339 UTC ("2026-12-01T05:40:00Z")
+#   spec = {"path": "...envbuild.toml", "digest": "sha256:<hex of the file's bytes>"}
+#   base_image: the FROM reference (name:tag@sha256:... when locked or pinned)
+#   nvidia_require_cuda: the image's NVIDIA_REQUIRE_CUDA, or None (a base image sets it)
+#   dependencies: [{"name", "version", "layer", "index", "hashes": ["sha256:<hex>", ...],
+#                   "file": the wheel's file name in the build context, or None,
+#                   "file_hash": that file's "sha256:<hex>" (one of hashes), or None}]
+#   lock_digest: "sha256:<hex>" of envbuild.lock, or None
+#   stack: the stack document (framework, cuda, cudnn, nccl, min_driver, arch, matrix_digest...)
 RECORD_INPUTS = ("started", "finished", "spec", "base_image", "nvidia_require_cuda", "dependencies")
 
 # ---------------------------------------------------------------------------------------------

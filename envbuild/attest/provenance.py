@@ -23,8 +23,8 @@ import base64
 import hashlib
 import os
 
-from envbuild._util.redact import redact_values
 from envbuild.attest import fields
+from envbuild.attest.record import BuildRecord, as_record
 from envbuild.attest.statement import canonical_json, statement, statement_bytes
 from envbuild.errors import UsageError
 from envbuild.oci.reference import DOCKER_HUB, parse_reference
@@ -32,28 +32,27 @@ from envbuild.oci.reference import DOCKER_HUB, parse_reference
 __all__ = ["build_provenance", "record_byproduct", "statement_bytes"]
 
 
-def build_provenance(record: dict, subjects: list[tuple[str, str]]) -> dict:
+def build_provenance(record: BuildRecord | dict, subjects: list[tuple[str, str]]) -> dict:
     """The in-toto Statement (SLSA v1 provenance) of the image `record` describes, about `subjects`:
-    [(name, "sha256:<hex>")], the promoted or pushed manifest digest(s)."""
-    if not isinstance(record, dict):
-        raise UsageError("the build record is not a JSON object", fix="pass the parsed record.json")
-    record = redact_values(record)  # already redacted as written; a statement is published
-    stack = record.get("stack") or {}
+    [(name, "sha256:<hex>")], the promoted or pushed manifest digest(s). A parsed record.json will
+    do as the record (attest.record.as_record)."""
+    record = as_record(record).redacted()  # already redacted as written; a statement is published
+    stack = record.stack or {}
     external = {
         "spec": _spec(record),
-        "target": record.get("target"),
-        "platform": record.get("platform"),
-        "smokeDevice": record.get("smoke_device"),
+        "target": record.target,
+        "platform": record.platform,
+        "smokeDevice": record.smoke_device,
     }
     internal = {
         "matrixDigest": _prefixed(stack.get("matrix_digest")),
-        "envbuildVersion": record.get("envbuild"),
+        "envbuildVersion": record.envbuild,
     }
-    if record.get("lock_digest"):
-        internal["lockDigest"] = record["lock_digest"]
-    dependencies = [_base_image(record)] if record.get("base_image") else []
-    dependencies += [_wheel(dep) for dep in record.get("dependencies") or ()]
-    metadata = {"startedOn": record.get("started"), "finishedOn": record.get("finished")}
+    if record.lock_digest:
+        internal["lockDigest"] = record.lock_digest
+    dependencies = [_base_image(record)] if record.base_image else []
+    dependencies += [_wheel(dep) for dep in record.dependencies or ()]
+    metadata = {"startedOn": record.started, "finishedOn": record.finished}
     predicate = {
         "buildDefinition": {
             "buildType": fields.BUILD_TYPE,
@@ -66,9 +65,9 @@ def build_provenance(record: dict, subjects: list[tuple[str, str]]) -> dict:
                 "id": fields.BUILDER_ID,
                 "version": _without_none(
                     {
-                        "envbuild": record.get("envbuild"),
-                        "engine": record.get("engine"),
-                        "backend": record.get("backend"),
+                        "envbuild": record.envbuild,
+                        "engine": record.engine,
+                        "backend": record.backend,
                     }
                 ),
             },
@@ -79,11 +78,10 @@ def build_provenance(record: dict, subjects: list[tuple[str, str]]) -> dict:
     return statement(subjects, fields.SLSA_PREDICATE, predicate)
 
 
-def record_byproduct(record: dict) -> dict:
+def record_byproduct(record: BuildRecord) -> dict:
     """The build record as a ResourceDescriptor: its canonical JSON (less fields.RECORD_AFTER_ATTACH)
     inline as content, and that content's sha256."""
-    kept = {key: value for key, value in record.items() if key not in fields.RECORD_AFTER_ATTACH}
-    body = canonical_json(kept)
+    body = canonical_json(record.without(fields.RECORD_AFTER_ATTACH).to_json())
     return {
         "name": fields.RECORD_BYPRODUCT,
         "mediaType": fields.RECORD_MEDIA_TYPE,
@@ -92,8 +90,8 @@ def record_byproduct(record: dict) -> dict:
     }
 
 
-def _spec(record: dict) -> dict:
-    spec = record.get("spec") or {}
+def _spec(record: BuildRecord) -> dict:
+    spec = record.spec or {}
     out: dict = {}
     path = spec.get("path")
     if isinstance(path, str) and path:
@@ -104,10 +102,10 @@ def _spec(record: dict) -> dict:
     return out
 
 
-def _base_image(record: dict) -> dict:
+def _base_image(record: BuildRecord) -> dict:
     from packageurl import PackageURL
 
-    written = record["base_image"]
+    written = str(record.base_image)
     try:
         ref = parse_reference(written)
     except UsageError as exc:
@@ -121,8 +119,8 @@ def _base_image(record: dict) -> dict:
     qualifiers = {}
     if ref.registry != DOCKER_HUB:
         qualifiers["repository_url"] = ref.registry
-    if record.get("platform"):
-        qualifiers["platform"] = record["platform"]
+    if record.platform:
+        qualifiers["platform"] = record.platform
     purl = PackageURL(
         type="docker",
         namespace=namespace or None,

@@ -15,8 +15,8 @@ import os
 
 from envbuild._util.files import file_sha256, write_atomic
 from envbuild._util.record import Record
-from envbuild._util.redact import redact_values
 from envbuild.attest import fields
+from envbuild.attest.record import BuildRecord
 from envbuild.oci.reference import split_tag
 
 
@@ -37,7 +37,9 @@ def subjects_of(pushed: list[dict]) -> list[tuple[str, str]]:
     return seen
 
 
-def build_documents(record: dict, inventory: object, subject: tuple[str, str] | None) -> tuple[dict, dict]:
+def build_documents(
+    record: BuildRecord, inventory: object, subject: tuple[str, str] | None
+) -> tuple[dict, dict]:
     """(SBOM, provenance Statement) for one subject (None: the local image, by its id)."""
     from envbuild.attest.provenance import build_provenance
     from envbuild.attest.sbom import build_sbom, sbom_json, validate_sbom
@@ -45,8 +47,8 @@ def build_documents(record: dict, inventory: object, subject: tuple[str, str] | 
     sbom = build_sbom(record, inventory, subject=subject)  # type: ignore[arg-type]
     validate_sbom(sbom_json(sbom))
     if subject is None:
-        image_id = str((record.get("images") or {}).get("promoted") or "")
-        name = (record.get("tags") or [record.get("target") or "image"])[0]
+        image_id = str((record.images and record.images.promoted) or "")
+        name = (record.tags or [record.target or "image"])[0]
         subject = (split_tag(name)[0], image_id)
     return sbom, build_provenance(record, [subject])
 
@@ -90,7 +92,7 @@ def write_documents(directory: str, sbom: dict, statement: dict) -> tuple[str, .
 
 
 def publish(
-    record: dict,
+    record: BuildRecord,
     image: str,
     *,
     directory: str | None,
@@ -98,7 +100,7 @@ def publish(
     docker_config: str | None = None,
     inventory: object | None = None,
 ) -> Published:
-    """Build, write (into `directory`, when given) and attach (to every digest record["pushed"]
+    """Build, write (into `directory`, when given) and attach (to every digest record.pushed
     names) the SBOM and provenance of the promoted image `image` (a local image id or name; with
     `inventory`, what was already read of it, e.g. from its registry)."""
     from envbuild.attest.attach import attach_documents
@@ -109,10 +111,10 @@ def publish(
         from envbuild.attest.dsse import load_signing_key
 
         key = load_signing_key(sign_key)
-    facts = redact_values({k: v for k, v in record.items() if k not in fields.RECORD_AFTER_ATTACH})
+    facts = record.without(fields.RECORD_AFTER_ATTACH).redacted()
     if inventory is None:
         inventory = read_inventory(image)
-    subjects = subjects_of(facts.get("pushed") or [])
+    subjects = subjects_of(facts.pushed or ())
     sbom, statement = build_documents(facts, inventory, subjects[0] if subjects else None)
     files = write_documents(directory, sbom, statement) if directory else ()
     attached: list[dict] = []
@@ -152,98 +154,17 @@ def _read_json(path: str, flag: str) -> dict:
     return value
 
 
-# the record.json fields the SBOM and provenance builders read, and the JSON type each must have
-# (None is always allowed: an absent fact); anything else was an AttributeError deep in a builder
-_RECORD_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "target": str,
-    "platform": str,
-    "smoke_device": str,
-    "envbuild": str,
-    "engine": (str, dict),
-    "backend": (str, dict),
-    "started": str,
-    "finished": str,
-    "base_image": str,
-    "nvidia_require_cuda": str,
-    "lock_digest": str,
-    "report_digest": str,
-    "spec": dict,
-    "stack": dict,
-    "smoke": dict,
-    "audit": dict,
-    "images": dict,
-    "tags": list,
-    "pushed": list,
-    "dependencies": list,
-}
-_JSON_NAMES = {str: "a string", dict: "an object", list: "a list", bool: "a boolean", int: "a number"}
-
-
-def record_problem(record: dict) -> str | None:
-    """What makes `record` (a record.json read back) unusable as the documents' facts, or None: each
-    field the builders read has its JSON type, pushed[] and dependencies[] hold objects, pushed[]'s
-    tag and digest and images.promoted are strings. The record may have been edited or written by
-    another tool, so a wrong shape is named here rather than crashing a builder (issue 33)."""
-    for name, kind in _RECORD_FIELDS.items():
-        value = record.get(name)
-        if value is not None and not isinstance(value, kind):
-            kinds = kind if isinstance(kind, tuple) else (kind,)
-            wanted = " or ".join(_JSON_NAMES[k] for k in kinds)
-            return f"field {name} is {_JSON_NAMES.get(type(value), 'a number')}, not {wanted}"
-    for index, entry in enumerate(record.get("pushed") or ()):
-        if not (isinstance(entry, dict) and isinstance(entry.get("tag"), str)):
-            return f"field pushed[{index}] is not an object with a string tag and digest"
-        if not isinstance(entry.get("digest"), str):
-            return f"field pushed[{index}].digest is not a string"
-    for index, entry in enumerate(record.get("dependencies") or ()):
-        if not isinstance(entry, dict):
-            return f"field dependencies[{index}] is not an object"
-        hashes = entry.get("hashes")
-        if hashes is not None and not (isinstance(hashes, list) and all(isinstance(h, str) for h in hashes)):
-            return f"field dependencies[{index}].hashes is not a list of strings"
-    for name in ("promoted",):
-        value = (record.get("images") or {}).get(name)
-        if value is not None and not isinstance(value, str):
-            return f"field images.{name} is not a string"
-    tags = record.get("tags") or ()
-    if not all(isinstance(tag, str) for tag in tags):
-        return "field tags is not a list of strings"
-    depth = _depth(record)
-    if depth > RECORD_DEPTH:  # the builders and the redaction recurse per level: RecursionError
-        return f"it nests more than {RECORD_DEPTH} levels deep (envbuild's own record nests under 10)"
-    return None
-
-
-RECORD_DEPTH = 64  # envbuild's own record.json nests under 10 levels
-
-
-def _depth(value: object) -> int:
-    """How deep `value` nests (a string or number: 0), counted without recursion."""
-    deepest, pending = 0, [(value, 0)]
-    while pending:
-        item, level = pending.pop()
-        if isinstance(item, dict | list):
-            level += 1
-            deepest = max(deepest, level)
-            if level <= RECORD_DEPTH:  # past the bound the answer is already "too deep"
-                pending.extend(
-                    (child, level) for child in (item.values() if isinstance(item, dict) else item)
-                )
-    return deepest
-
-
-def _read_record(path: str) -> dict:
-    """--record FILE, its shape checked (record_problem): a UsageError naming the field otherwise."""
+def _read_record(path: str) -> BuildRecord:
+    """--record FILE, its shape checked (attest.record.problem): a UsageError naming the field otherwise."""
     from envbuild.errors import UsageError
 
-    record = _read_json(path, "--record")
-    problem = record_problem(record)
-    if problem:
+    try:
+        return BuildRecord.from_json(_read_json(path, "--record"))
+    except ValueError as exc:
         raise UsageError(
-            f"--record {path}: {problem}",
+            f"--record {path}: {exc}",
             fix="pass the record.json `envbuild build` wrote (build/<target>/record.json), unedited",
-        )
-    return record
+        ) from None
 
 
 def _report_facts(path: str, labels: dict[str, str], image_id: str) -> tuple[dict, str, str]:
@@ -360,16 +281,16 @@ def attach_image(
     subject = f"{parsed.name}@{digest}"
     image = read_registry_inventory(subject)
     pushed = [{"tag": parsed.name, "digest": digest}]
-    if record_path:
+    if isinstance(recorded, BuildRecord):
         facts = recorded
-        promoted = (facts.get("images") or {}).get("promoted")
+        promoted = facts.images.promoted if facts.images else None
         if promoted != image.image_id:
             raise UsageError(
                 f"--record {record_path} describes image {promoted}, but {subject} is {image.image_id}",
                 fix="pass the record.json of the build that pushed this digest",
             )
-        if digest not in {entry.get("digest") for entry in facts.get("pushed") or ()}:
-            facts = {**facts, "pushed": pushed}
+        if digest not in {entry.get("digest") for entry in facts.pushed or ()}:
+            facts = facts.with_(pushed=pushed)
     else:
         report, device, report_digest = _report_facts(str(report_path), image.labels, image.image_id)
         facts = facts_from_image(
@@ -380,5 +301,5 @@ def attach_image(
             report_digest=report_digest,
             pushed=pushed,
         )
-        facts.update(_lock_facts(spec_path, image.labels))
+        facts = facts.with_(**_lock_facts(spec_path, image.labels))
     return publish(facts, image.image_id, directory=None, sign_key=sign_key, inventory=image.inventory)

@@ -28,6 +28,7 @@ from envbuild.attest import fields
 from envbuild.errors import EnvbuildError
 
 if TYPE_CHECKING:
+    from envbuild.attest.record import BuildRecord
     from envbuild.image.inventory import Inventory
 
 # envbuild:role values (attest.fields.P_COMPONENT_ROLE)
@@ -48,9 +49,9 @@ def _canonical(name: str) -> str:
     return _CANONICAL_RE.sub("-", name).lower()
 
 
-def record_digest(record: dict) -> str:
+def record_digest(record: BuildRecord) -> str:
     """ "sha256:<hex>" of the record's canonical JSON (sorted keys, no spaces)."""
-    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str)
+    canonical = json.dumps(record.to_json(), sort_keys=True, separators=(",", ":"), default=str)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -94,20 +95,22 @@ def _same_version(left: str, right: str) -> bool:
         return False
 
 
-def _image_identity(record: dict, subject: tuple[str, str] | None) -> tuple[str, str, str | None, str | None]:
+def _image_identity(
+    record: BuildRecord, subject: tuple[str, str] | None
+) -> tuple[str, str, str | None, str | None]:
     """(name, digest, repository, tag) of the image the SBOM describes."""
     from envbuild.oci.reference import split_tag
 
     if subject is not None:
         repository, digest = subject
         return repository, digest, repository, None
-    images = record.get("images") or {}
-    digest = str(images.get("promoted") or images.get("built") or "")
-    tags = record.get("tags") or (record.get("stack") or {}).get("tags") or []
+    images = record.images
+    digest = str((images and (images.promoted or images.built)) or "")
+    tags = record.tags or (record.stack or {}).get("tags") or []
     if tags:
         repository, tag = split_tag(str(tags[0]))
         return str(tags[0]), digest, repository, tag
-    return f"envbuild/{record.get('target') or 'image'}", digest, None, None
+    return f"envbuild/{record.target or 'image'}", digest, None, None
 
 
 def _oci_purl(repository: str | None, digest: str | None, tag: str | None, fallback: str) -> object:
@@ -122,39 +125,41 @@ def _oci_purl(repository: str | None, digest: str | None, tag: str | None, fallb
     return PackageURL(type="oci", name=name, version=digest or None, qualifiers=qualifiers or None)
 
 
-def _metadata_properties(record: dict, inventory: Inventory, digest: str) -> list[tuple[str, str | None]]:
-    stack = record.get("stack") or {}
-    smoke = record.get("smoke") or {}
-    spec = record.get("spec") or {}
+def _metadata_properties(
+    record: BuildRecord, inventory: Inventory, digest: str
+) -> list[tuple[str, str | None]]:
+    stack = record.stack or {}
+    smoke = record.smoke or {}
+    spec = record.spec or {}
     passed = smoke.get("passed")
     return [
-        (fields.P_TARGET, record.get("target") or stack.get("target")),
-        (fields.P_PLATFORM, record.get("platform") or stack.get("platform")),
+        (fields.P_TARGET, record.target or stack.get("target")),
+        (fields.P_PLATFORM, record.platform or stack.get("platform")),
         (fields.P_SPEC_DIGEST, _prefixed(spec.get("digest")) or _prefixed(stack.get("spec_digest"))),
-        (fields.P_LOCK_DIGEST, _prefixed(record.get("lock_digest"))),
+        (fields.P_LOCK_DIGEST, _prefixed(record.lock_digest)),
         (fields.P_MATRIX_DIGEST, _prefixed(stack.get("matrix_digest"))),
         (fields.P_IMAGE_DIGEST, digest or None),
         (fields.P_MIN_DRIVER, stack.get("min_driver")),
         (
             fields.P_REQUIRE_CUDA,
-            record.get("nvidia_require_cuda") or inventory.env.get("NVIDIA_REQUIRE_CUDA"),
+            record.nvidia_require_cuda or inventory.env.get("NVIDIA_REQUIRE_CUDA"),
         ),
         (fields.P_GPU_ARCH, stack.get("arch")),
-        *_audited(record.get("audit")),
+        *_audited(record.audit),
         (fields.P_COMPAT, stack.get("compat")),
         *_loaded(stack),
-        (fields.P_SMOKE_DEVICE, smoke.get("device_used") or record.get("smoke_device")),
+        (fields.P_SMOKE_DEVICE, smoke.get("device_used") or record.smoke_device),
         (fields.P_SMOKE_PASSED, None if passed is None else ("true" if passed else "false")),
         (fields.P_SMOKE_GATES, _gates(smoke)),
-        (fields.P_SMOKE_REPORT_DIGEST, _prefixed(record.get("report_digest"))),
+        (fields.P_SMOKE_REPORT_DIGEST, _prefixed(record.report_digest)),
     ]
 
 
-def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] | None) -> dict:
+def build_sbom(record: BuildRecord | dict, inventory: Inventory, *, subject: tuple[str, str] | None) -> dict:
     """The CycloneDX 1.6 SBOM (as a JSON dict) of the image `record` built and `inventory` lists.
 
     subject: (repository, "sha256:<manifest digest>") of the pushed image; None for a local-only build,
-    which is then named by its first tag and identified by record["images"]["promoted"] (its image id).
+    which is then named by its first tag and identified by record.images.promoted (its image id).
     """
     from cyclonedx.model import HashAlgorithm, HashType, Property
     from cyclonedx.model.bom import Bom, BomMetaData
@@ -164,8 +169,10 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
 
     # redacted going in (a value the purl encoder percent-encodes would hide its secret from a later
     # pass) and coming out (anything the library wrote from it)
-    record = redact_values(record)  # type: ignore[assignment]
-    stack = record.get("stack") or {}
+    from envbuild.attest.record import as_record
+
+    record = as_record(record).redacted()
+    stack = record.stack or {}
 
     def props(*pairs: tuple[str, object]) -> list:
         return [Property(name=name, value=str(value)) for name, value in pairs if value not in (None, "")]
@@ -206,7 +213,7 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
         purl=image_purl,
         bom_ref=str(image_purl),
     )
-    finished = str(record.get("finished") or "1970-01-01T00:00:00Z").replace("Z", "+00:00")
+    finished = str(record.finished or "1970-01-01T00:00:00Z").replace("Z", "+00:00")
     metadata = BomMetaData(
         component=root,
         timestamp=datetime.fromisoformat(finished).astimezone(timezone.utc),
@@ -221,7 +228,7 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
     components: list = []
 
     # the base image, the framework and the GPU libraries the stack names
-    base = str(record.get("base_image") or stack.get("base_image") or "")
+    base = str(record.base_image or stack.get("base_image") or "")
     if base:
         base_name, _, base_digest = base.partition("@")
         base_repo, base_tag = _split(base_name)
@@ -267,7 +274,7 @@ def build_sbom(record: dict, inventory: Inventory, *, subject: tuple[str, str] |
 
     # Python distributions: what the image's Python imports, with the record's hashes and index
     locked: dict[str, list[dict]] = {}
-    for dep in record.get("dependencies") or ():
+    for dep in record.dependencies or ():
         if isinstance(dep, dict) and dep.get("name"):
             locked.setdefault(_canonical(str(dep["name"])), []).append(dep)
     for dist in inventory.python:
@@ -394,7 +401,7 @@ def _loaded(stack: dict) -> list[tuple[str, str | None]]:
 
 
 def _audited(audit: object) -> list[tuple[str, str | None]]:
-    """What the audit gate measured in the framework's libraries (record["audit"]): the SASS and PTX
+    """What the audit gate measured in the framework's libraries (record.audit): the SASS and PTX
     architectures it found, and its verdict per GPU the target names. A CPU build has neither. Each
     library the team chose not to judge, and that the image has, is one envbuild:audit:skipped (a
     CycloneDX property name may repeat), so a reader sees what the verdicts do not cover."""

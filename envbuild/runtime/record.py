@@ -37,7 +37,7 @@ def verify_record(
     """settings: the smoke settings and where each came from, {key: {"value", "from": flag | label |
     default}} (spec.smokelabels.SmokeChoice.document); None for a run envbuild did not start (--from-log)."""
     report = verification.report
-    record = {
+    document = {
         "envbuild": envbuild.__version__,
         "image": image,
         "image-id": verification.image_id,
@@ -56,11 +56,11 @@ def verify_record(
         "failed": [item.get("gate") for item in report.get("failed", []) if isinstance(item, dict)],
     }
     if settings is not None:
-        record["settings"] = settings
+        document["settings"] = settings
     slurm = {key: os.environ[name] for key, name in _SLURM.items() if os.environ.get(name)}
     if slurm:
-        record["slurm"] = slurm
-    return record
+        document["slurm"] = slurm
+    return document
 
 
 def save_record(path: str, record: dict) -> None:

@@ -11,24 +11,28 @@ from envbuild._util.record import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from envbuild.stages.options import BuildOptions
+    from envbuild.stages.target import RecordFile
 
 
 def run(
-    record: dict, image_id: str, directory: str, options: BuildOptions, *, say: Callable[[str], None]
+    record: RecordFile, image_id: str, directory: str, options: BuildOptions, *, say: Callable[[str], None]
 ) -> None:
-    """Its outcome goes under record["attestations"] (fields.RECORD_AFTER_ATTACH), which the documents
-    never cover: they are built from the record as it was before this stage."""
+    """Its outcome goes under the record's attestations (fields.RECORD_AFTER_ATTACH), which the
+    documents never cover: they are built from the record as it was before this stage."""
     from envbuild.attest.publish import publish
 
     started = time.perf_counter()
-    published = publish(record, image_id, directory=directory, sign_key=options.sign_key)
-    record["attestations"] = {
-        "files": [os.path.basename(path) for path in published.files],
-        "attached": list(published.attached),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    published = publish(record.current, image_id, directory=directory, sign_key=options.sign_key)
+    record.update(
+        attestations={
+            "files": [os.path.basename(path) for path in published.files],
+            "attached": list(published.attached),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+    )
+    target = record.current.target
     for item in published.attached:
         say(
-            f"{record['target']}: attached the {item['kind']} {item['digest'][:19]} to {item['subject']} "
+            f"{target}: attached the {item['kind']} {item['digest'][:19]} to {item['subject']} "
             f"({item['path']}{', signed' if options.sign_key else ''})"
         )

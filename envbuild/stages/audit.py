@@ -12,16 +12,16 @@ from envbuild.resolve.query import parse_gpu
 if TYPE_CHECKING:
     from envbuild.image.auditgate import Gate
     from envbuild.plan.plan import Plan
-    from envbuild.stages.target import TargetRun
+    from envbuild.stages.target import RecordFile, TargetRun
 
 
-def run(build: TargetRun, record: dict, plan: Plan, image_id: str) -> Gate:
+def run(build: TargetRun, record: RecordFile, plan: Plan, image_id: str) -> Gate:
     """The gate's verdict, in the record; raises its error when it failed."""
     started = time.perf_counter()
-    record["status"] = "auditing"
+    record.update(status="auditing")
     gpus = tuple(parse_gpu(text, build.matrix) for text in build.target.stack.gpus)
     # the wheels the build installed give a duplicated CUDA library's wheel copy its version
-    wheels = {str(d["name"]): str(d["version"]) for d in record.get("dependencies") or ()}
+    wheels = {str(d["name"]): str(d["version"]) for d in record.current.dependencies or ()}
     gate = audit_gate(
         image_id,
         gpus,
@@ -31,8 +31,8 @@ def run(build: TargetRun, record: dict, plan: Plan, image_id: str) -> Gate:
         say=build.tell,
         wheels=wheels,
     )
-    record["audit"] = gate.document
-    build.stage_done(record, "audit", started, ok=gate.error is None)
+    record.update(audit=gate.document)
+    record.stage_done("audit", started, ok=gate.error is None)
     for line in summary(gate).splitlines():
         build.tell(line)
     gate.check()

@@ -11,10 +11,10 @@ from envbuild.image import engine as image_builder
 if TYPE_CHECKING:
     from envbuild.image.engine import BuildResult
     from envbuild.plan.plan import Plan
-    from envbuild.stages.target import TargetRun
+    from envbuild.stages.target import RecordFile, TargetRun
 
 
-def run(build: TargetRun, record: dict, plan: Plan, backend: str) -> BuildResult:
+def run(build: TargetRun, record: RecordFile, plan: Plan, backend: str) -> BuildResult:
     started = time.perf_counter()
     result = image_builder.build_image(
         build.context_dir,
@@ -24,7 +24,7 @@ def run(build: TargetRun, record: dict, plan: Plan, backend: str) -> BuildResult
         progress=build.progress or image_builder.Progress(),
         platform=plan.platform,  # asked of the builder, and checked on the image it made
     )
-    record["images"]["built"] = result.image_id
-    build.stage_done(record, "build", started, steps=result.steps)
+    record.update(images={"built": result.image_id})
+    record.stage_done("build", started, steps=result.steps)
     build.tell(f"built {result.image_id[:19]} in {result.seconds:.1f}s (untagged)")
     return result

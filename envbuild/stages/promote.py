@@ -12,14 +12,14 @@ if TYPE_CHECKING:
     from envbuild.image.promote import Promotion
     from envbuild.image.verify import Verification
     from envbuild.plan.plan import Plan
-    from envbuild.stages.target import TargetRun
+    from envbuild.stages.target import RecordFile, TargetRun
 
 
 def run(
-    build: TargetRun, record: dict, plan: Plan, image_id: str, verification: Verification, gate: Gate
+    build: TargetRun, record: RecordFile, plan: Plan, image_id: str, verification: Verification, gate: Gate
 ) -> Promotion:
     started = time.perf_counter()
-    record["status"] = "promoting"
+    record.update(status="promoting")
     device = build.smoke_device
     promotion = promote(
         image_id,
@@ -30,10 +30,12 @@ def run(
         labels=gate.labels,
         say=build.tell,
     )
-    record["images"]["promoted"] = promotion.image_id
-    record["tags"] = list(promotion.tags)
-    record["pushed"] = [{"tag": tag, "digest": digest} for tag, digest in promotion.pushed]
-    build.stage_done(record, "promote", started, pushed=build.options.push)
+    record.update(
+        images={"built": record.current.images.built, "promoted": promotion.image_id},
+        tags=list(promotion.tags),
+        pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
+    )
+    record.stage_done("promote", started, pushed=build.options.push)
     for tag in promotion.tags:
         build.tell(f"tagged {tag}" + (" (verified on CPU only)" if device == "cpu" else ""))
     for tag, digest in promotion.pushed:

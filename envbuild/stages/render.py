@@ -16,10 +16,10 @@ from envbuild.render.context import render_files, write_context
 
 if TYPE_CHECKING:
     from envbuild.plan.plan import Plan
-    from envbuild.stages.target import TargetRun
+    from envbuild.stages.target import RecordFile, TargetRun
 
 
-def run(build: TargetRun, record: dict) -> tuple[Plan, str]:
+def run(build: TargetRun, record: RecordFile) -> tuple[Plan, str]:
     """The plan and the build backend it was rendered for (BuildKit or the Engine API)."""
     started = time.perf_counter()
     options, spec = build.options, build.spec
@@ -43,8 +43,8 @@ def run(build: TargetRun, record: dict) -> tuple[Plan, str]:
         backend=backend,
         platform=plan.platform,
     )
-    record.update(attest_inputs.record_inputs(spec, plan, build.lock, build.context_dir))
-    build.stage_done(record, "render", started, context=build.context_dir)
+    record.update(**attest_inputs.record_inputs(spec, plan, build.lock, build.context_dir))
+    record.stage_done("render", started, context=build.context_dir)
     require_buildable(plan.platform, build.smoke_device)  # before a long emulated build that cannot pass
     build.tell(
         f"rendered {plan.stack_document['framework']} "

@@ -1,4 +1,5 @@
-"""TargetRun, what every stage is told about the one image it works on, and the record's writer."""
+"""TargetRun, what every stage is told about the one image it works on, and RecordFile, the record's
+writer."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from envbuild._util.files import write_atomic
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild._util.redact import redact_values
+from envbuild.attest.record import BuildRecord
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -21,10 +23,38 @@ if TYPE_CHECKING:
 RECORD = "record.json"
 
 
-def write_record(path: str, record: dict) -> None:
+def write_record(path: str, record: BuildRecord) -> None:
     """record.json, every string redacted as it is written: its error and smoke fields carry Engine
     and registry text."""
-    write_atomic(path, json.dumps(redact_values(record), indent=2, sort_keys=True) + "\n")
+    write_atomic(path, json.dumps(redact_values(record.to_json()), indent=2, sort_keys=True) + "\n")
+
+
+class RecordFile:
+    """One target's record as its stages fill it in: the latest BuildRecord, and the record.json it is
+    written to. The records are frozen values; this is the one thing a stage changes, so a stage that
+    raises after adding its outcome (an audit that failed, a smoke step that did not pass) leaves that
+    outcome for the runner's failure record."""
+
+    __slots__ = ("path", "current")
+
+    def __init__(self, path: str, record: BuildRecord) -> None:
+        self.path = path
+        self.current = record
+
+    def update(self, **changes: object) -> BuildRecord:
+        """The record with these fields set (not yet written)."""
+        self.current = self.current.with_(**changes)
+        return self.current
+
+    def write(self) -> None:
+        write_record(self.path, self.current)
+
+    def stage_done(self, name: str, started: float, **extra: object) -> None:
+        """The stage's entry in the record (its seconds and outcome), written at once."""
+        self.current = self.current.with_stage(
+            name, {"seconds": round(time.perf_counter() - started, 3), **extra}
+        )
+        self.write()
 
 
 class TargetRun(Record):
@@ -69,8 +99,3 @@ class TargetRun(Record):
     def tell(self, line: str) -> None:
         """A progress line about this target."""
         self.say(f"{self.target.name}: {line}")
-
-    def stage_done(self, record: dict, name: str, started: float, **extra: object) -> None:
-        """The stage's entry in the record (its seconds and outcome), written at once."""
-        record["stages"][name] = {"seconds": round(time.perf_counter() - started, 3), **extra}
-        write_record(self.record_path, record)

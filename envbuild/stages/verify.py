@@ -11,14 +11,14 @@ from envbuild.image.verify import report_digest, report_document, verify_image
 if TYPE_CHECKING:
     from envbuild.image.verify import Verification
     from envbuild.plan.plan import Plan
-    from envbuild.stages.target import TargetRun
+    from envbuild.stages.target import RecordFile, TargetRun
 
 
-def run(build: TargetRun, record: dict, plan: Plan, image_id: str) -> Verification:
+def run(build: TargetRun, record: RecordFile, plan: Plan, image_id: str) -> Verification:
     """The passing verification, in the record; an EnvbuildError naming every failed gate (the image
     stays untagged) when it did not pass."""
     started = time.perf_counter()
-    record["status"] = "verifying"
+    record.update(status="verifying")
     smoke, device = build.spec.smoke, build.smoke_device
     verification = verify_image(
         image_id,
@@ -31,11 +31,12 @@ def run(build: TargetRun, record: dict, plan: Plan, image_id: str) -> Verificati
         command=smoke.command,
         say=build.tell,
     )
-    record["smoke"] = verification.report
-    record["report_digest"] = report_digest(
-        report_document(verification.image_id, device, verification.report)
-    )  # what `verify --report` would write, and the promoted image's label carries
-    build.stage_done(record, "verify", started, passed=verification.passed, device=device)
+    record.update(
+        smoke=verification.report,
+        # what `verify --report` would write, and the promoted image's label carries
+        report_digest=report_digest(report_document(verification.image_id, device, verification.report)),
+    )
+    record.stage_done("verify", started, passed=verification.passed, device=device)
     if not verification.passed:
         failed = "; ".join(
             f"{f['gate']}: {f['detail']} (hint: {f['hint']})" for f in verification.report.get("failed", [])

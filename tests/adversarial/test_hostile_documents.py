@@ -25,6 +25,7 @@ import pytest
 from envbuild.attest import dsse, fields
 from envbuild.attest.check import Fetched, judge
 from envbuild.attest.provenance import build_provenance, statement_bytes
+from envbuild.attest.record import BuildRecord
 from envbuild.cli.app import main
 from envbuild.image import auditcache
 from envbuild.image.layerfacts import LayerFacts
@@ -131,7 +132,7 @@ def _failed(judgement, name: str, detail: str) -> None:
 
 @pytest.mark.parametrize(("path", "value", "check", "detail"), PROVENANCE_SHAPES)
 def test_a_provenance_of_the_wrong_shape_fails_a_named_check(keys, path, value, check, detail) -> None:
-    statement = _set(build_provenance(A.record(), SUBJECTS), path, value)
+    statement = _set(build_provenance(BuildRecord.from_json(A.record()), SUBJECTS), path, value)
     body = json.dumps(statement).encode()
     plain = {
         fields.KIND_SBOM: _fetched(fields.KIND_SBOM, fields.SBOM_MEDIA_TYPE, json.dumps(A.sbom()).encode()),
@@ -159,7 +160,7 @@ def test_a_provenance_of_the_wrong_shape_fails_a_named_check(keys, path, value, 
 @pytest.mark.parametrize(("path", "value", "check", "detail"), SBOM_SHAPES)
 def test_an_sbom_of_the_wrong_shape_fails_a_named_check(keys, path, value, check, detail) -> None:
     sbom = _set(A.sbom(), path, value)
-    provenance = statement_bytes(build_provenance(A.record(), SUBJECTS))
+    provenance = statement_bytes(build_provenance(BuildRecord.from_json(A.record()), SUBJECTS))
     plain = {
         fields.KIND_SBOM: _fetched(fields.KIND_SBOM, fields.SBOM_MEDIA_TYPE, json.dumps(sbom).encode()),
         fields.KIND_PROVENANCE: _fetched(fields.KIND_PROVENANCE, fields.STATEMENT_MEDIA_TYPE, provenance),
@@ -180,7 +181,7 @@ def test_an_sbom_nested_deeper_than_the_schema_check_follows_fails_it(levels: in
     check recursed per level and ended in RecursionError, an internal error of `envbuild attest`."""
     deep = '{"type": "library", "name": "x", "components": [' * levels + '{"type": "library", "name": "x"}'
     body = json.dumps(A.sbom()).replace('"components": [', '"components": [' + deep + "]}" * levels + ", ", 1)
-    provenance = statement_bytes(build_provenance(A.record(), SUBJECTS))
+    provenance = statement_bytes(build_provenance(BuildRecord.from_json(A.record()), SUBJECTS))
     documents = {
         fields.KIND_SBOM: _fetched(fields.KIND_SBOM, fields.SBOM_MEDIA_TYPE, body.encode()),
         fields.KIND_PROVENANCE: _fetched(fields.KIND_PROVENANCE, fields.STATEMENT_MEDIA_TYPE, provenance),
@@ -191,7 +192,9 @@ def test_an_sbom_nested_deeper_than_the_schema_check_follows_fails_it(levels: in
 @pytest.mark.parametrize(("path", "value", "detail"), ENVELOPE_SHAPES)
 def test_an_envelope_of_the_wrong_shape_fails_its_signature_check(keys, path, value, detail) -> None:
     private, public = keys
-    envelope = dsse.sign(statement_bytes(build_provenance(A.record(), SUBJECTS)), private)
+    envelope = dsse.sign(
+        statement_bytes(build_provenance(BuildRecord.from_json(A.record()), SUBJECTS)), private
+    )
     body = json.dumps(_set(envelope, path, value)).encode()
     documents = {fields.KIND_PROVENANCE: _fetched(fields.KIND_PROVENANCE, fields.DSSE_MEDIA_TYPE, body)}
     _failed(judge(A.SUBJECT, A.image_labels(), documents, public_key=public), "provenance signature", detail)

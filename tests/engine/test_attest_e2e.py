@@ -20,6 +20,7 @@ import pytest
 from envbuild._testing.pyindex import PackageIndex
 from envbuild.attest import fields
 from envbuild.attest.attach import attach_documents, fetch_documents
+from envbuild.attest.record import BuildRecord
 from envbuild.cli.app import main
 from envbuild.host.doctor import attestation_checks
 from envbuild.lockfile.read import load_lock
@@ -192,7 +193,7 @@ def test_build_push_attaches_a_signed_sbom_and_provenance_to_the_pushed_digest(b
     assert json.loads((directory / fields.SBOM_FILE).read_text()) == sbom
     subjects = [(built["repository"], digest)]
     assert (
-        statement_bytes(build_provenance(record, subjects))
+        statement_bytes(build_provenance(BuildRecord.from_json(record), subjects))
         == (directory / fields.PROVENANCE_FILE).read_bytes()
     )
 

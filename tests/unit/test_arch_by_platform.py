@@ -20,6 +20,7 @@ import pytest
 
 from envbuild._util import toml
 from envbuild.attest import fields
+from envbuild.attest.record import BuildRecord
 from envbuild.attest.sbom import build_sbom
 from envbuild.cli.app import main
 from envbuild.errors import MatrixError
@@ -275,7 +276,7 @@ def test_the_sbom_of_an_arm64_build_names_the_arm64_kernels(rendered: Path) -> N
     record = copy.deepcopy(RECORD)
     record["stack"] = {**record["stack"], **json.loads((rendered / "arm64" / "stack.json").read_text())}
     record["platform"] = "linux/arm64"
-    sbom = build_sbom(record, INVENTORY, subject=SUBJECT)
+    sbom = build_sbom(BuildRecord.from_json(record), INVENTORY, subject=SUBJECT)
     assert fields.sbom_property(sbom, fields.P_GPU_ARCH) == ARM64_CU130
     assert fields.sbom_property(sbom, fields.P_PLATFORM) == "linux/arm64"
 

@@ -10,6 +10,7 @@ import pytest
 from envbuild.attest import dsse, fields
 from envbuild.attest.check import Fetched, judge, summary_line
 from envbuild.attest.provenance import build_provenance, statement_bytes
+from envbuild.attest.record import BuildRecord
 from envbuild.oci import labels as L
 from tests.helpers import attest as A
 
@@ -19,7 +20,7 @@ SUBJECTS = [(A.REPOSITORY, A.SUBJECT)]
 def plain(
     *, sbom: dict | None = None, record: dict | None = None, subject: str = A.SUBJECT
 ) -> dict[str, Fetched]:
-    provenance = build_provenance(record or A.record(), SUBJECTS)
+    provenance = build_provenance(BuildRecord.from_json(record or A.record()), SUBJECTS)
     return {
         fields.KIND_SBOM: Fetched(
             kind=fields.KIND_SBOM,
@@ -38,7 +39,7 @@ def plain(
 
 def signed(key, *, sbom: dict | None = None, subjects=SUBJECTS) -> dict[str, Fetched]:
     wrapped = dsse.sbom_statement(sbom or A.sbom(), subjects)
-    provenance = build_provenance(A.record(), subjects)
+    provenance = build_provenance(BuildRecord.from_json(A.record()), subjects)
     return {
         kind: Fetched(
             kind=kind,
@@ -106,7 +107,7 @@ def test_an_artifact_attached_to_another_digest_fails() -> None:
 
 def test_a_provenance_about_another_image_fails_its_subject() -> None:
     documents = plain()
-    swapped = build_provenance(A.record(), [(A.REPOSITORY, A.OTHER)])
+    swapped = build_provenance(BuildRecord.from_json(A.record()), [(A.REPOSITORY, A.OTHER)])
     documents[fields.KIND_PROVENANCE] = documents[fields.KIND_PROVENANCE].replace(
         payload=statement_bytes(swapped)
     )

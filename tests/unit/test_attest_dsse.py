@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import serialization
 
 from envbuild.attest import dsse, fields
 from envbuild.attest.provenance import build_provenance, statement_bytes
+from envbuild.attest.record import BuildRecord
 from envbuild.errors import EnvbuildError, UsageError
 from tests.helpers import attest as A
 
@@ -30,7 +31,9 @@ def test_pae_matches_the_dsse_spec_vector() -> None:
 def test_sign_then_verify_round_trip(tmp_path, algorithm) -> None:
     private = A.write_key(tmp_path / "key.pem", algorithm)
     public = A.write_public(private, tmp_path / "key.pub")
-    payload = statement_bytes(build_provenance(A.record(), [(A.REPOSITORY, A.SUBJECT)]))
+    payload = statement_bytes(
+        build_provenance(BuildRecord.from_json(A.record()), [(A.REPOSITORY, A.SUBJECT)])
+    )
     envelope = dsse.sign(payload, dsse.load_signing_key(str(private)))
     assert envelope["payloadType"] == fields.DSSE_PAYLOAD_TYPE == "application/vnd.in-toto+json"
     assert base64.b64decode(envelope["payload"]) == payload
@@ -118,7 +121,9 @@ def test_public_and_private_keys_are_not_swapped(tmp_path) -> None:
 def signed(tmp_path):
     private = A.write_key(tmp_path / "key.pem", "ed25519")
     public = dsse.load_public_key(str(A.write_public(private, tmp_path / "key.pub")))
-    payload = statement_bytes(build_provenance(A.record(), [(A.REPOSITORY, A.SUBJECT)]))
+    payload = statement_bytes(
+        build_provenance(BuildRecord.from_json(A.record()), [(A.REPOSITORY, A.SUBJECT)])
+    )
     return dsse.sign(payload, dsse.load_signing_key(str(private))), public, payload
 
 

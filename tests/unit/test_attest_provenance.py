@@ -11,12 +11,15 @@ import pytest
 
 from envbuild.attest import fields
 from envbuild.attest.provenance import build_provenance, statement_bytes
+from envbuild.attest.record import BuildRecord
 from envbuild.errors import UsageError
 from tests.helpers import attest as A
 
 
 def provenance(record: dict | None = None) -> dict:
-    return build_provenance(record if record is not None else A.record(), [(A.REPOSITORY, A.SUBJECT)])
+    return build_provenance(
+        BuildRecord.from_json(record if record is not None else A.record()), [(A.REPOSITORY, A.SUBJECT)]
+    )
 
 
 def test_statement_has_the_in_toto_and_slsa_required_fields() -> None:
@@ -108,11 +111,15 @@ def test_fields_written_after_attaching_do_not_change_the_provenance() -> None:
 
 
 def test_rebuilt_from_record_json_byte_identical(tmp_path) -> None:
+    """docs/attest.md's recipe: json.load the record, build_provenance it; a BuildRecord gives the same."""
     first = statement_bytes(build_provenance(json.loads(A.RECORD.read_bytes()), [(A.REPOSITORY, A.SUBJECT)]))
     copy = tmp_path / "record.json"
     copy.write_text(json.dumps(json.loads(A.RECORD.read_bytes()), indent=1, sort_keys=False))
     second = statement_bytes(build_provenance(json.loads(copy.read_bytes()), [(A.REPOSITORY, A.SUBJECT)]))
-    assert first == second
+    typed = statement_bytes(
+        build_provenance(BuildRecord.from_json(json.loads(copy.read_bytes())), [(A.REPOSITORY, A.SUBJECT)])
+    )
+    assert first == second == typed
     assert first.endswith(b"}\n") and b"\n" not in first[:-1]
     assert json.loads(first) == provenance()
 
@@ -135,7 +142,7 @@ def test_credentials_in_the_record_never_reach_the_statement() -> None:
 )
 def test_a_subject_must_be_a_name_and_a_manifest_digest(subjects) -> None:
     with pytest.raises(UsageError) as caught:
-        build_provenance(A.record(), subjects)
+        build_provenance(BuildRecord.from_json(A.record()), subjects)
     assert "subject" in caught.value.message and caught.value.fix
 
 

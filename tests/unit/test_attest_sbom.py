@@ -9,6 +9,7 @@ import json
 import pytest
 
 from envbuild.attest import fields
+from envbuild.attest.record import BuildRecord
 from envbuild.attest.sbom import build_sbom, sbom_json, validate_sbom
 from envbuild.errors import EnvbuildError
 from envbuild.image.inventory import CondaPackage, Inventory, parse_inventory
@@ -24,7 +25,7 @@ SUBJECT = (REPOSITORY, DIGEST)
 
 @pytest.fixture(scope="module")
 def sbom() -> dict:
-    return build_sbom(RECORD, INVENTORY, subject=SUBJECT)
+    return build_sbom(BuildRecord.from_json(RECORD), INVENTORY, subject=SUBJECT)
 
 
 def component(sbom: dict, role: str, name: str) -> dict:
@@ -43,9 +44,9 @@ def test_the_sbom_validates_as_cyclonedx_1_6_and_is_reproducible(sbom: dict) -> 
     assert sbom["specVersion"] == "1.6" and sbom["bomFormat"] == "CycloneDX"
     assert data.endswith(b"}\n")
     # a function of record + inventory: same input, same bytes (timestamp and serial number included)
-    assert sbom_json(build_sbom(RECORD, INVENTORY, subject=SUBJECT)) == data
+    assert sbom_json(build_sbom(BuildRecord.from_json(RECORD), INVENTORY, subject=SUBJECT)) == data
     assert sbom["metadata"]["timestamp"].startswith("2026-12-01T05:19:53")
-    other = build_sbom(RECORD, INVENTORY, subject=(REPOSITORY, "sha256:" + "0" * 64))
+    other = build_sbom(BuildRecord.from_json(RECORD), INVENTORY, subject=(REPOSITORY, "sha256:" + "0" * 64))
     assert other["serialNumber"] != sbom["serialNumber"]
 
 
@@ -73,7 +74,9 @@ def test_torch_carries_the_records_hash_index_and_layer(sbom: dict) -> None:
 def test_a_dist_in_the_image_but_not_in_the_record_is_listed_without_hash() -> None:
     record = copy.deepcopy(RECORD)
     record["dependencies"] = [d for d in record["dependencies"] if d["name"] != "sympy"]
-    sympy = component(build_sbom(record, INVENTORY, subject=SUBJECT), "python-package", "sympy")
+    sympy = component(
+        build_sbom(BuildRecord.from_json(record), INVENTORY, subject=SUBJECT), "python-package", "sympy"
+    )
     assert sympy["version"] == "1.14.0" and "hashes" not in sympy
     assert [p["name"] for p in sympy["properties"]] == [fields.P_COMPONENT_ROLE]
 
@@ -100,7 +103,9 @@ def test_the_gpu_stack_components_carry_the_stacks_versions(sbom: dict) -> None:
 def test_a_pinned_base_image_has_its_digest() -> None:
     record = copy.deepcopy(RECORD)
     record["base_image"] = "nvidia/cuda:13.0.0-runtime-ubuntu24.04@sha256:" + "a" * 64
-    base = component(build_sbom(record, INVENTORY, subject=SUBJECT), "base-image", "nvidia/cuda")
+    base = component(
+        build_sbom(BuildRecord.from_json(record), INVENTORY, subject=SUBJECT), "base-image", "nvidia/cuda"
+    )
     assert base["version"] == "sha256:" + "a" * 64
     assert base["hashes"] == [{"alg": "SHA-256", "content": "a" * 64}]
     assert "tag=13.0.0-runtime-ubuntu24.04" in base["purl"]
@@ -132,7 +137,7 @@ def test_require_cuda_falls_back_to_the_images_env_and_a_local_build_is_its_imag
     record["nvidia_require_cuda"] = None
     record["lock_digest"] = "sha256:" + "b" * 64
     inventory = INVENTORY.replace(env={"NVIDIA_REQUIRE_CUDA": "cuda>=12.8"})
-    local = build_sbom(record, inventory, subject=None)  # type: ignore[arg-type]
+    local = build_sbom(BuildRecord.from_json(record), inventory, subject=None)  # type: ignore[arg-type]
     validate_sbom(sbom_json(local))
     assert fields.sbom_property(local, fields.P_REQUIRE_CUDA) == "cuda>=12.8"
     assert fields.sbom_property(local, fields.P_LOCK_DIGEST) == "sha256:" + "b" * 64
@@ -147,7 +152,7 @@ def test_credentials_in_an_index_url_never_reach_the_sbom() -> None:
     for dep in record["dependencies"]:
         dep["index"] = "https://ci-bot:s3cr3t-pass@pypi.internal.example/simple"
     record["base_image"] = "https://ci-bot:s3cr3t-pass@registry.example/base:1"
-    data = sbom_json(build_sbom(record, INVENTORY, subject=SUBJECT))
+    data = sbom_json(build_sbom(BuildRecord.from_json(record), INVENTORY, subject=SUBJECT))
     assert b"s3cr3t-pass" not in data and b"ci-bot" not in data
     torch = component(json.loads(data), "python-package", "torch")
     assert {"name": fields.P_PACKAGE_INDEX, "value": "https://***@pypi.internal.example/simple"} in torch[
@@ -166,7 +171,7 @@ def test_conda_packages_are_listed_with_their_purl_and_hash() -> None:
         sha256="c" * 64,
     )
     inventory = Inventory(os_packages=(), python=(), conda=(package,), env={})
-    sbom = build_sbom(RECORD, inventory, subject=SUBJECT)
+    sbom = build_sbom(BuildRecord.from_json(RECORD), inventory, subject=SUBJECT)
     validate_sbom(sbom_json(sbom))
     conda = component(sbom, "conda-package", "pytorch")
     assert conda["purl"] == (
@@ -190,7 +195,10 @@ def test_the_audit_gates_measured_kernels_and_verdicts_are_properties() -> None:
     """A GPU build's record carries what the audit gate read from the framework's libraries; the CPU
     record of the fixture has none, and the SBOM then says nothing rather than an empty list."""
     assert (
-        fields.sbom_property(build_sbom(RECORD, INVENTORY, subject=(REPOSITORY, DIGEST)), fields.P_AUDIT_SASS)
+        fields.sbom_property(
+            build_sbom(BuildRecord.from_json(RECORD), INVENTORY, subject=(REPOSITORY, DIGEST)),
+            fields.P_AUDIT_SASS,
+        )
         is None
     )
     record = copy.deepcopy(RECORD)
@@ -209,7 +217,7 @@ def test_the_audit_gates_measured_kernels_and_verdicts_are_properties() -> None:
         },  # not the framework's
     ]
     record["audit"]["gpus"] = {"sm_90": {"verdict": "native"}, "sm_89": {"verdict": "ptx-only"}}
-    sbom = build_sbom(record, INVENTORY, subject=(REPOSITORY, DIGEST))
+    sbom = build_sbom(BuildRecord.from_json(record), INVENTORY, subject=(REPOSITORY, DIGEST))
     assert fields.sbom_property(sbom, fields.P_AUDIT_SASS) == "sm_80,sm_90"
     assert fields.sbom_property(sbom, fields.P_AUDIT_PTX) == "compute_90"
     assert fields.sbom_property(sbom, fields.P_AUDIT_VERDICTS) == "sm_89=ptx-only,sm_90=native"
@@ -219,7 +227,9 @@ def test_the_sbom_says_which_copy_loads_and_what_the_audit_found_twice() -> None
     """issue 32 item 5: the stack's cuda_libraries (plan.plan) and the audit's duplicates."""
     record = copy.deepcopy(RECORD)
     assert (
-        fields.sbom_property(build_sbom(record, INVENTORY, subject=SUBJECT), fields.P_CUDA_LOADED_FROM)
+        fields.sbom_property(
+            build_sbom(BuildRecord.from_json(record), INVENTORY, subject=SUBJECT), fields.P_CUDA_LOADED_FROM
+        )
         is None
     )
     record["stack"]["cuda_libraries"] = {
@@ -240,7 +250,7 @@ def test_the_sbom_says_which_copy_loads_and_what_the_audit_found_twice() -> None
         ],
         "duplicate_bytes": 40,
     }
-    sbom = build_sbom(record, INVENTORY, subject=SUBJECT)
+    sbom = build_sbom(BuildRecord.from_json(record), INVENTORY, subject=SUBJECT)
     assert fields.sbom_property(sbom, fields.P_CUDA_LOADED_FROM) == "framework-wheels"
     assert fields.sbom_property(sbom, fields.P_CUDA_LOADED_PATH) == "site-packages/nvidia/*/lib"
     assert fields.sbom_property(sbom, fields.P_AUDIT_DUPLICATES) == "libcupti=4,libnvperf_host=2"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.attest import fields
+from envbuild.attest.record import BuildRecord
 from envbuild.attest.sbom import build_sbom, sbom_json, validate_sbom
 from envbuild.audit.kernels import Kernels, read_kernels
 from envbuild.audit.report import to_document, to_text
@@ -254,7 +255,11 @@ def test_the_sbom_carries_each_applied_skip_and_leaves_the_library_out_of_the_me
     )
     record = json.loads(json.dumps(RECORD))
     record["audit"] = judge_audit(audit, "default").document
-    sbom = build_sbom(record, INVENTORY, subject=("127.0.0.1:5000/envbuild-test/x", "sha256:" + "ab" * 32))
+    sbom = build_sbom(
+        BuildRecord.from_json(record),
+        INVENTORY,
+        subject=("127.0.0.1:5000/envbuild-test/x", "sha256:" + "ab" * 32),
+    )
     validate_sbom(sbom_json(sbom))  # CycloneDX 1.6: a property name may repeat
     assert fields.sbom_properties(sbom, fields.P_AUDIT_SKIPPED) == [
         f"libtorch_cuda.so: {REASON} (--skip-audit)"
@@ -264,7 +269,11 @@ def test_the_sbom_carries_each_applied_skip_and_leaves_the_library_out_of_the_me
 
 
 def test_an_sbom_without_skips_says_nothing_of_them() -> None:
-    sbom = build_sbom(RECORD, INVENTORY, subject=("127.0.0.1:5000/envbuild-test/x", "sha256:" + "ab" * 32))
+    sbom = build_sbom(
+        BuildRecord.from_json(RECORD),
+        INVENTORY,
+        subject=("127.0.0.1:5000/envbuild-test/x", "sha256:" + "ab" * 32),
+    )
     assert fields.sbom_properties(sbom, fields.P_AUDIT_SKIPPED) == []
 
 

@@ -242,3 +242,35 @@ def test_the_runner_and_its_stages_have_no_function_over_80_lines() -> None:
     assert len(paths) > 5
     assert {str(p.relative_to(PACKAGE)): long for p in paths if (long := long_functions(p, 80))} == {}
     assert long_functions(PACKAGE / "pipeline.py", 10), "the scan measures functions (it can fail)"
+
+
+def record_keyed(path: Path) -> list[str]:
+    """`record[...] (line N)` / `record.get (line N)` wherever `path` reads or writes a variable named
+    record by string key: the build record is a typed BuildRecord, read by attribute."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "record"
+            and isinstance(node.slice, ast.Constant)
+            and isinstance(node.slice.value, str)
+        ):
+            found.append(f"record[{node.slice.value!r}] (line {node.lineno})")
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "record"
+            and node.attr in ("get", "setdefault", "items", "keys")
+        ):
+            found.append(f"record.{node.attr} (line {node.lineno})")
+    return found
+
+
+def test_no_module_reads_a_record_by_string_key() -> None:
+    """One typed BuildRecord (issue 35 item 4): its schema was comments in attest/fields.py and about
+    80 string-keyed reads and writes that a typo in any of them broke silently."""
+    keyed = {name: found for name, path in envbuild_modules().items() if (found := record_keyed(path))}
+    assert keyed == {}, "read the build record's fields as attributes (envbuild.attest.record)"
+    sample = PACKAGE.parent / "tests" / "unit" / "test_attest_sbom.py"
+    assert record_keyed(sample), "the scan finds a string-keyed record (it can fail)"
