@@ -581,6 +581,7 @@ def _arch_checks(smi: SmiReport | None, name: str, arch: str | None, *, allow_pt
 
 
 def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]:
+    from envbuild.plan.strategy import strategy_for
 
     lock, _ = load_lock(path)
     checks = []
@@ -600,7 +601,7 @@ def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]
         compat = stack.get("compat", "native")
         cuda = stack["cuda"]
         requirement = None
-        if target.strategy != "base-image":  # what render writes into wheels and conda images
+        if strategy_for(target.strategy).sets_require_cuda:  # what render writes into the image
             requirement = f"cuda>={cuda}" if compat == "native" else f"cuda>={cuda.split('.')[0]}.0"
         checks += stack_verdict(
             matrix,

@@ -22,6 +22,7 @@ from envbuild.lockfile.problem import Problem, drift_recorder, problem
 from envbuild.matrix.platforms import platform as platform_named
 from envbuild.matrix.versions import format_minor
 from envbuild.plan.plan import Plan
+from envbuild.plan.strategy import strategy_for
 
 # the fields of a locked conda package a re-solve compares, in the order a message lists them
 FIELDS = ("version", "build", "sha256", "url", "channel", "layer")
@@ -64,7 +65,7 @@ def lock_conda(
     """The conda layer of a conda-strategy plan, framework layer first then user, each by name; ()
     for other strategies. `keep`: the previous lock's packages, held unless named in
     `upgrade_packages`. One step of `progress`."""
-    if plan.strategy != "conda":
+    if not strategy_for(plan.strategy).conda_environment:
         return ()
     subdir = platform_named(plan.platform).conda_subdir
     freed = {canonical(name) for name in upgrade_packages}
@@ -118,7 +119,7 @@ def conda_drift(
     """What the spec and matrix imply about a conda target's conda layer that the lock does not
     say, offline: no conda layer at all, a package from a channel the spec no longer lists, a
     match spec (framework, python, cuda-version, pip, [packages] conda) no locked package meets."""
-    if plan.strategy != "conda":
+    if not strategy_for(plan.strategy).conda_environment:
         return []
     import rattler
 

@@ -38,6 +38,7 @@ from envbuild.oci.registry import PlatformMissing, pinned
 from envbuild.plan.builds import TargetBuild, builds, by_target
 from envbuild.plan.lockmatch import drift_problems, stack_facts
 from envbuild.plan.plan import Plan, build_plan
+from envbuild.plan.strategy import strategy_for
 from envbuild.spec.model import Spec
 
 
@@ -76,7 +77,7 @@ def lock_packages(
     target has `platforms` other than linux/amd64 alone)."""
     framework: list[LockedPackage] = []
     where = f"target {plan.target}" + platform_suffix(plan.platform, platforms or (plan.platform,))
-    if plan.strategy != "conda":  # conda-forge installs the framework; its solve is not locked here
+    if strategy_for(plan.strategy).pip_framework:  # else conda-forge's solve, the conda layer, has it
         step = progress.begin(f"{where}: framework layer")
         for name, version, index, hashes in compile_layer(
             plan.framework_requirements,

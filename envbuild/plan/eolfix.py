@@ -20,6 +20,7 @@ from envbuild.matrix.model import Matrix
 from envbuild.matrix.versions import format_minor, parse_driver
 from envbuild.oci.reference import parse_reference
 from envbuild.plan.plan import Plan, build_plan
+from envbuild.plan.strategy import strategy_for
 from envbuild.spec.model import Spec, Target
 
 
@@ -67,7 +68,8 @@ def base_image_advice(
         return None
     generic = Advice(state=warning.state, message=warning.message, fix=warning.fix, edits=())
     tag = parse_cuda_tag(parse_reference(reference).tag)
-    if target.stack.strategy != "base-image" or warning.state == "superseded" or tag is None:
+    advanceable = strategy_for(target.stack.strategy).cuda_base_image
+    if not advanceable or warning.state == "superseded" or tag is None:
         return generic  # superseded: `envbuild lock` takes the newest point release, as it says
     current = _plan(matrix, spec, target, {})
     if current is None or _image(current.base_image) != _image(reference):

@@ -17,6 +17,7 @@ from envbuild.lockfile.model import Lock, LockedTarget, canonical, lock_path
 from envbuild.lockfile.problem import Problem, drift_recorder
 from envbuild.lockfile.read import STACK_KEYS, read_lock
 from envbuild.lockfile.seal import judge_seal
+from envbuild.plan.strategy import strategy_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,14 +78,15 @@ def drift_problems(
         layer: {p.name: p for p in locked.packages if p.layer == layer} for layer in ("framework", "user")
     }
     framework_sources = (plan.framework_index, plan.framework_find_links)
-    if plan.strategy == "conda" and layers["framework"]:
+    strategy = strategy_for(plan.strategy)
+    if not strategy.pip_framework and layers["framework"]:
         drift(
             "strategy conda installs the framework from conda-forge; the lock has a framework layer",
             "layer",
             "framework",
             None,
         )
-    for requirement in plan.framework_requirements if plan.strategy != "conda" else ():
+    for requirement in plan.framework_requirements if strategy.pip_framework else ():
         parsed = Requirement(requirement)
         package = layers["framework"].get(canonical(parsed.name))
         if package is None or not parsed.specifier.contains(package.version, prereleases=True):
@@ -139,7 +141,7 @@ def require_match(locked: LockedTarget, plan: Plan, path: str) -> None:
     """Refuse to render a target from a lock that no longer describes it. A conda target's lock
     must carry its conda layer: without one, the image would solve at build time, unlocked."""
     drift = lock_drift(locked, plan)
-    if plan.strategy == "conda" and not locked.conda:
+    if strategy_for(plan.strategy).conda_environment and not locked.conda:
         drift.append(
             f"target {locked.name!r}: the conda layer is not locked (a lock from before envbuild locked it)"
         )

@@ -24,7 +24,7 @@ from envbuild.plan.coherence import check_framework_pins
 from envbuild.plan.cudalayer import is_cuda_package
 from envbuild.plan.explicit import explicit_file
 from envbuild.plan.strategy import strategy_for
-from envbuild.plan.strategy.base import Strategy
+from envbuild.plan.strategy.base import USER_UID, Strategy
 from envbuild.resolve.needs import brings_own_libraries
 from envbuild.resolve.pins import stack_pins
 from envbuild.resolve.platform_choice import target_platforms
@@ -38,10 +38,8 @@ from envbuild.spec.model import Spec, Target
 from envbuild.spec.smokelabels import smoke_labels
 
 PYPI = "https://pypi.org/simple"
-MICROMAMBA_UID = 57439  # mambauser in mambaorg/micromamba images (MAMBA_USER_ID)
 CONDA_CHANNEL = "conda-forge"
 VENV = "/opt/venv"
-USER_UID = 10001  # above the 1000 that ubuntu:24.04's own "ubuntu" user already holds
 
 
 class Plan(Record):
@@ -345,7 +343,7 @@ def split_cuda(
     conda installs CUDA from conda packages, so its lock is left whole."""
     if lock is None:
         return (), ()
-    if strategy == "conda":
+    if not strategy_for(strategy).pip_framework:  # conda's CUDA is conda packages
         return lock.packages, ()
     cuda = tuple(p for p in lock.packages if p.layer == "framework" and is_cuda_package(p.name))
     return tuple(p for p in lock.packages if p not in cuda), cuda
@@ -388,7 +386,8 @@ def _image_labels(
 ) -> tuple[tuple[str, str], ...]:
     variant = stack.variant
     cudnn, nccl = variant.cudnn or "", variant.nccl or ""
-    if strategy == "base-image" and cuda_image is not None and not brings_own_libraries(variant):
+    image_libraries = cuda_image is not None and not brings_own_libraries(variant)
+    if strategy_for(strategy).cuda_base_image and image_libraries:
         # TensorFlow without [and-cuda] and jax[cudaNN-local] load the image's libraries: the labels
         # say what the image holds, not the range the framework's wheels would have accepted
         cudnn, nccl = cuda_image.cudnn or cudnn, cuda_image.nccl or nccl

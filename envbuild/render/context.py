@@ -20,7 +20,9 @@ from envbuild.lockfile.model import lock_path
 from envbuild.plan.builds import builds, by_target
 from envbuild.plan.explicit import FILES as CONDA_FILES
 from envbuild.plan.lockmatch import lock_for_render, require_match
-from envbuild.plan.plan import MICROMAMBA_UID, VENV, Plan, build_plan
+from envbuild.plan.plan import VENV, Plan, build_plan
+from envbuild.plan.strategy import strategy_for
+from envbuild.plan.strategy.conda import MICROMAMBA_UID
 from envbuild.resolve.precision import precision_warnings, warning_text
 from envbuild.resolve.query import parse_gpu
 from envbuild.smoke import CHECKS_FILE, program_files
@@ -109,13 +111,14 @@ def render_files(plan: Plan) -> dict[str, bytes]:
     }
     if plan.cuda_lines:
         files["requirements-cuda.txt"] = plan.cuda_lines
-    if plan.strategy == "conda":
+    strategy = strategy_for(plan.strategy)
+    if not strategy.pip_framework:
         del files["requirements-framework.txt"]
     if plan.conda_framework_lines:  # the lock's conda layer, installed as it is (plan.explicit)
         files[CONDA_FILES["framework"]] = plan.conda_framework_lines
         if plan.conda_user_lines:
             files[CONDA_FILES["user"]] = plan.conda_user_lines
-    elif plan.strategy == "conda":  # no conda layer locked: micromamba solves this at build time
+    elif strategy.conda_environment:  # no conda layer locked: micromamba solves this at build time
         files["environment.yml"] = _squeeze(env.get_template("conda/environment.yml.j2").render(context))
     encoded = {name: text.encode() for name, text in files.items()}
     encoded.update(program_files(plan.stack.framework.name))  # smoke.py and smoke_common.py

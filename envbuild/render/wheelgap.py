@@ -32,6 +32,7 @@ from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
 from envbuild.matrix.platforms import platform as platform_named
 from envbuild.plan.cudalayer import is_cuda_package
+from envbuild.plan.strategy import strategy_for
 from envbuild.render.wheelhash import wheel_sha256
 from envbuild.render.wheelhouse import canonical, installs_on, require_directory, wheel_files
 
@@ -96,7 +97,8 @@ def _wheels_by_release(directory: str) -> dict[tuple[str, str], list[str]]:
 
 
 def _layer(package: LockedPackage, strategy: str) -> str:
-    if package.layer == "framework" and strategy != "conda" and is_cuda_package(package.name):
+    pip_framework = strategy_for(strategy).pip_framework
+    if package.layer == "framework" and pip_framework and is_cuda_package(package.name):
         return "CUDA"  # plan.plan.split_cuda: the framework's CUDA wheels install in a layer of their own
     return package.layer
 

@@ -44,7 +44,7 @@ from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.oci import labels
 from envbuild.oci.reference import DIGEST_RE
 from envbuild.plan.builds import builds
-from envbuild.plan.plan import MICROMAMBA_UID, USER_UID
+from envbuild.plan.strategy import strategy_for
 from envbuild.resolve.precision import gpus_precision, target_precision
 from envbuild.scaleout.quoting import yaml_scalar
 from envbuild.smoke import smoke_command
@@ -112,7 +112,7 @@ def jobs(
     out = []
     for build in all_builds:
         target, key = build.target, build.key
-        uid = MICROMAMBA_UID if target.stack.strategy == "conda" else USER_UID
+        uid = strategy_for(target.stack.strategy).image_uid
         image = refs.get(key) or f"{spec.image.repository}@sha256:{PLACEHOLDER}"
         for gpu_type in types or [""]:
             name = job_name(key, gpu_type)

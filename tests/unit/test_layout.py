@@ -274,3 +274,42 @@ def test_no_module_reads_a_record_by_string_key() -> None:
     assert keyed == {}, "read the build record's fields as attributes (envbuild.attest.record)"
     sample = PACKAGE.parent / "tests" / "unit" / "test_attest_sbom.py"
     assert record_keyed(sample), "the scan finds a string-keyed record (it can fail)"
+
+
+STRATEGY_NAMES = {"wheels", "base-image", "conda"}
+
+
+def strategy_comparisons(path: Path) -> list[str]:
+    """`line N` for each comparison of a strategy (a name or attribute `strategy`) with a strategy's
+    name in `path`."""
+
+    def is_strategy(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "strategy") or (
+            isinstance(node, ast.Attribute) and node.attr == "strategy"
+        )
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = any(isinstance(s, ast.Constant) and s.value in STRATEGY_NAMES for s in sides)
+            if named and any(is_strategy(s) for s in sides):
+                found.append(f"line {node.lineno}")
+    return found
+
+
+def test_no_stage_from_the_plan_up_compares_strategy_names() -> None:
+    """One module per CUDA strategy (issue 35 item 5): from plan/ up, a stage asks the Strategy
+    (plan.strategy.strategy_for) what it does, so a new strategy is a module, not a hunt for
+    `== "conda"`. Below plan/ (spec, lockfile, resolve, audit) the rules choose among matrix rows
+    before any plan exists, and the layering keeps them from importing plan/."""
+    floor = LAYERS.index("envbuild.plan")
+    above = {
+        name: found
+        for name, path in envbuild_modules().items()
+        if LAYERS.index(unit_of(name)) >= floor
+        and not name.startswith("envbuild.plan.strategy")
+        and (found := strategy_comparisons(path))
+    }
+    assert above == {}, "ask strategy_for(name) for the decision instead of comparing names"
+    assert strategy_comparisons(PACKAGE / "resolve" / "solver.py"), "the scan finds one (it can fail)"

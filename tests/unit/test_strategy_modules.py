@@ -46,3 +46,31 @@ def test_conda_starts_from_micromamba_and_wheels_from_the_os_image() -> None:
     args = (None, None, Row(), "linux/amd64")
     assert strategy_for("wheels").base(*args, own_libraries=True, devel=False).image == "debian:12-slim"  # type: ignore[arg-type]
     assert strategy_for("conda").base(*args, own_libraries=False, devel=False).image == MICROMAMBA_IMAGE  # type: ignore[arg-type]
+
+
+def test_what_the_later_stages_ask_agrees_with_the_hooks() -> None:
+    """lock, render, ci and doctor read the strategy's attributes instead of its name: each must say
+    what its hooks do, or a stage would act on a claim the plan does not keep."""
+
+    class Native:
+        mode, cuda = "native", (12, 4)
+
+    for strategy in STRATEGIES.values():
+        env = dict(strategy.nvidia_env(Native(), "12.4"))  # type: ignore[arg-type]
+        assert strategy.sets_require_cuda == ("NVIDIA_REQUIRE_CUDA" in env), strategy.name
+
+        class Stack:
+            class framework:
+                conda_packages = ("jaxlib", "jax")
+
+            class release:
+                version = "0.4.30"
+
+            cuda = (12, 4)
+
+        # a framework from conda packages is not a pip layer, and lives in a conda environment
+        from_conda = bool(strategy.conda_framework(Stack()))  # type: ignore[arg-type]
+        assert strategy.pip_framework is not from_conda and strategy.conda_environment is from_conda
+    conda = strategy_for("conda")
+    assert conda.image_uid == 57439 != strategy_for("wheels").image_uid  # micromamba's mambauser
+    assert [s.name for s in STRATEGIES.values() if s.cuda_base_image] == ["base-image"]

@@ -22,8 +22,26 @@ class BaseChoice(Record):
     flavor: dict | None
 
 
+USER_UID = 10001  # above the 1000 that ubuntu:24.04's own "ubuntu" user already holds
+
+
 class Strategy:
+    """A CUDA strategy's decisions. The class attributes are what the stages after the plan (lock,
+    render, ci, doctor) ask of a strategy, so none of them compares strategy names."""
+
     name: ClassVar[str]
+    # the framework is a pip layer (requirements-framework.txt, locked by uv, its nvidia-* wheels in a
+    # CUDA layer of their own); False: the framework is a conda package
+    pip_framework: ClassVar[bool] = True
+    # the image has a conda environment: the lock's conda layer, or an environment.yml micromamba
+    # solves at build time when no conda layer is locked
+    conda_environment: ClassVar[bool] = False
+    image_uid: ClassVar[int] = USER_UID  # the non-root user the image runs as
+    # the base is an nvidia/cuda image the matrix names: its tag can be advanced (eolfix), and what it
+    # holds (cuDNN, NCCL) is what a framework without its own CUDA wheels loads
+    cuda_base_image: ClassVar[bool] = False
+    # the image sets NVIDIA_REQUIRE_CUDA itself (nvidia_env); False: its base image's own does
+    sets_require_cuda: ClassVar[bool] = True
 
     def framework_extra(self, framework: str, extra: str | None) -> str | None:
         """The pip extra the framework is installed with (jax[cuda12], tensorflow[and-cuda])."""

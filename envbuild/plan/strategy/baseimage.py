@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 class BaseImageStrategy(Strategy):
     name = "base-image"
+    sets_require_cuda = False  # nvidia/cuda images set it, with brand clauses (nvidia_env)
+    cuda_base_image = True
 
     def framework_extra(self, framework: str, extra: str | None) -> str | None:
         if framework == "tensorflow":

@@ -10,10 +10,14 @@ if TYPE_CHECKING:
     from envbuild.resolve.solver import Stack
 
 MICROMAMBA_IMAGE = "mambaorg/micromamba:2.6.1"
+MICROMAMBA_UID = 57439  # mambauser in mambaorg/micromamba images (MAMBA_USER_ID)
 
 
 class CondaStrategy(Strategy):
     name = "conda"
+    pip_framework = False  # conda-forge installs the framework; its solve is the lock's conda layer
+    conda_environment = True
+    image_uid = MICROMAMBA_UID
 
     def base(
         self,
