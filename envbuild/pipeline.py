@@ -35,7 +35,7 @@ from envbuild.stages import build as build_stage
 from envbuild.stages import promote as promote_stage
 from envbuild.stages import render as render_stage
 from envbuild.stages import verify as verify_stage
-from envbuild.stages.options import BuildOptions
+from envbuild.stages.settings import BuildSettings
 from envbuild.stages.target import RECORD, RecordFile, TargetRun
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def build_spec(
     matrix: Matrix,
     spec: Spec,
     spec_file: str,
-    options: BuildOptions,
+    settings: BuildSettings,
     *,
     target: str | None = None,
     every_target: bool = False,
@@ -86,19 +86,16 @@ def build_spec(
 ) -> list[tuple[dict, str | None]]:
     """`envbuild build`: the chosen targets through render -> build -> verify -> promote, `jobs` at a
     time; (record, error message or None) per target, in the spec's order."""
-    if options.jobs < 1:
-        raise UsageError(f"-j {options.jobs} must be 1 or more", fix="e.g. -j 2")
     if target is None and not every_target and len(spec.targets) > 1:
         names = ", ".join(t.name for t in spec.targets)
         raise UsageError(
             f"{spec_file} has {len(spec.targets)} targets", fix=f"pass --all or --target ({names})"
         )
     lock = lock_for_render(
-        spec, matrix.digest, key=options.lock_key, allow_edited=options.allow_edited_lock, warn=warn
+        spec, matrix.digest, key=settings.lock_key, allow_edited=settings.allow_edited_lock, warn=warn
     )
     digest = lock_file_digest(lock_path(spec_file)) if lock else None
-    device = options.smoke_device or spec.smoke.device
-    parallel = options.jobs > 1
+    parallel = settings.jobs > 1
 
     def build_one(chosen: Target) -> BuildRecord:
         tell = (lambda line: say(f"[{chosen.name}] {line}")) if parallel else say
@@ -108,7 +105,7 @@ def build_spec(
                 matrix,
                 spec,
                 chosen,
-                options.replace(smoke_device=device),
+                settings,
                 group,
                 lock_digest=digest,
                 say=tell,
@@ -119,7 +116,7 @@ def build_spec(
             matrix,
             spec,
             chosen,
-            options.replace(smoke_device=device),
+            settings,
             lock=only.locked,
             lock_digest=digest,
             say=tell,
@@ -129,17 +126,17 @@ def build_spec(
 
     chosen_targets = spec.target(target)
     for chosen in chosen_targets:  # a usage error for all before any target starts
-        check_destination(options.out_dir, chosen.name)
+        check_destination(settings.out_dir, chosen.name)
     # target -> its builds: the spec's platforms, each with its own lock entry, as render has them (a
     # lock error for all before any target starts)
     planned = by_target(builds(matrix, spec, lock, only=target))
-    if lock is not None and options.wheelhouse is not None:  # a lock that outgrew it: before any build
+    if lock is not None and settings.wheelhouse is not None:  # a lock that outgrew it: before any build
         names = {chosen.name for chosen in chosen_targets}
-        require_wheels(options.wheelhouse, [entry for entry in lock.targets if entry.name in names])
-    results = build_all(chosen_targets, build_one, jobs=options.jobs)
+        require_wheels(settings.wheelhouse, [entry for entry in lock.targets if entry.name in names])
+    results = build_all(chosen_targets, build_one, jobs=settings.jobs)
     # a target that failed before its record existed says which device it would have been verified on
     return [
-        (record if record.has("smoke_device") else record.with_(smoke_device=device), error)
+        (record if record.has("smoke_device") else record.with_(smoke_device=settings.smoke_device), error)
         for record, error in results
     ]
 
@@ -148,7 +145,7 @@ def build_target(
     matrix: Matrix,
     spec: Spec,
     target: Target,
-    options: BuildOptions,
+    settings: BuildSettings,
     *,
     lock: LockedTarget | None = None,
     lock_digest: str | None = None,
@@ -168,12 +165,11 @@ def build_target(
         matrix=matrix,
         spec=spec,
         target=target,
-        options=options,
+        settings=settings,
         lock=lock,
         platform=platform,
-        out_dir=options.out_dir,
+        out_dir=settings.out_dir,
         context=context or target.name,
-        smoke_device=str(options.smoke_device or spec.smoke.device),
         say=say,
         progress=progress,
     )
@@ -202,7 +198,7 @@ def build_target(
             # the record is final from here on but for the attest stage's own entry, so the
             # provenance built from it is the one record.json reproduces
             record.update(ok=True, status="promoted", finished=attest_inputs.now())
-            attest_stage.run(record, promotion.image_id, build.context_dir, options, say=say)
+            attest_stage.run(record, promotion.image_id, build.context_dir, settings, say=say)
             record.write()
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP: "interrupted by SIGTERM"
             _untag(verified_tags())
@@ -248,7 +244,7 @@ def build_platforms(
     matrix: Matrix,
     spec: Spec,
     target: Target,
-    options: BuildOptions,
+    settings: BuildSettings,
     group: tuple[TargetBuild, ...],
     *,
     lock_digest: str | None = None,
@@ -264,14 +260,14 @@ def build_platforms(
     records: dict[str, BuildRecord] = {}
     # <out>/<target>/ as a context of envbuild's own (its marker, nothing else), as render writes it for
     # several platforms: it replaces the last build's contexts, and a later build may replace it again
-    write_context({}, options.out_dir, target.name)
+    write_context({}, settings.out_dir, target.name)
     for build in group:
         say(f"{target.name}: platform {build.platform}")
         records[build.platform] = build_target(
             matrix,
             spec,
             target,
-            options.replace(out_dir=os.path.join(options.out_dir, target.name)),
+            settings.replace(out_dir=os.path.join(settings.out_dir, target.name)),
             lock=build.locked,  # this platform's own entry (plan.builds): never another platform's
             lock_digest=lock_digest,
             say=say,
@@ -280,13 +276,13 @@ def build_platforms(
             promote_image=False,
             context=build.arch,
         )
-    return promote_every_platform(target, records, options, say=say)
+    return promote_every_platform(target, records, settings, say=say)
 
 
 def promote_every_platform(
     target: Target,
     records: dict[str, BuildRecord],
-    options: BuildOptions,
+    settings: BuildSettings,
     *,
     say: Callable[[str], None] = print,
 ) -> BuildRecord:
@@ -303,7 +299,7 @@ def promote_every_platform(
     first = next(iter(records.values()))
     tags = list(first.plan_tags or ())
     summary = RecordFile(
-        os.path.join(options.out_dir, target.name, RECORD),
+        os.path.join(settings.out_dir, target.name, RECORD),
         BuildRecord.new(
             target=target.name,
             envbuild=__version__,
@@ -322,7 +318,7 @@ def promote_every_platform(
     made: list[str] = []
     try:
         for name, record in records.items():
-            promotion = _promote_one(target, name, record, tags, options, say=say, made=made)
+            promotion = _promote_one(target, name, record, tags, settings, say=say, made=made)
             summary.update(
                 platforms={
                     **(summary.current.platforms or {}),
@@ -335,7 +331,7 @@ def promote_every_platform(
                     PlatformImage(ref=f"{repository}@{promotion.pushed[0][1]}", platform=name, report=None)
                 )
         summary.update(tags=list(made))
-        if not options.push:
+        if not settings.push:
             summary.update(ok=True, status="promoted")
             summary.write()
             return summary.current
@@ -361,7 +357,7 @@ def _promote_one(
     name: str,
     verified: BuildRecord,
     tags: list[str],
-    options: BuildOptions,
+    settings: BuildSettings,
     *,
     say: Callable[[str], None],
     made: list[str],
@@ -376,12 +372,12 @@ def _promote_one(
         tags=[f"{tag}-{arch}" for tag in tags],
         report=verified.smoke,
         device=verified.smoke_device,
-        push=options.push,
+        push=settings.push,
         labels=verified.labels,
         say=lambda line: say(f"{target.name}: {line}"),
     )
     made += promotion.tags
-    arch_dir = os.path.join(options.out_dir, target.name, arch)
+    arch_dir = os.path.join(settings.out_dir, target.name, arch)
     record = RecordFile(os.path.join(arch_dir, RECORD), verified)
     record.update(
         images={"built": built, "promoted": promotion.image_id},
@@ -391,7 +387,7 @@ def _promote_one(
         pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
         finished=attest_inputs.now(),
     )
-    attest_stage.run(record, promotion.image_id, arch_dir, options, say=say)
+    attest_stage.run(record, promotion.image_id, arch_dir, settings, say=say)
     record.write()
     return promotion
 

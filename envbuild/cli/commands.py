@@ -40,14 +40,16 @@ def _lock_key(args: argparse.Namespace) -> bytes | None:
     return lock_key(args.lock_key_file)
 
 
-def _sign_key(args: argparse.Namespace) -> str | None:
+def _sign_key(args: argparse.Namespace, *, push: bool | None = None) -> str | None:
     """--sign-key, checked before anything is built or pushed: a key that cannot sign is exit 2 now,
-    not after a build; and it signs only what --push attaches."""
+    not after a build; and it signs only what a push attaches (push: the build's settings', which
+    ENVBUILD_PUSH may set; else --push)."""
     if not getattr(args, "sign_key", None):
         return None
     from envbuild.errors import UsageError
 
-    if not args.push and not getattr(args, "attach", False):
+    pushes = args.push if push is None else push
+    if not pushes and not getattr(args, "attach", False):
         raise UsageError(
             "--sign-key signs the SBOM and provenance attached in the registry, and nothing is pushed",
             fix="add --push, or drop --sign-key (the files next to record.json are the plain documents)",
@@ -287,29 +289,38 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
 
 
 def build(args: argparse.Namespace) -> int:
-    from envbuild.audit.skip import parse_flags
-    from envbuild.pipeline import BuildOptions, build_spec, summary_table
+    import os
 
-    options = BuildOptions(
-        skip_audit=parse_flags(args.skip_audit),
-        out_dir=args.output,
-        builder=args.builder,
-        smoke_device=args.smoke_device,
-        push=args.push,
-        base_image=args.base_image,
-        wheelhouse=args.wheelhouse,
-        no_cache=args.no_cache,
-        jobs=args.jobs,
-        lock_key=_lock_key(args),
-        allow_edited_lock=args.allow_edited_lock,
-        sign_key=_sign_key(args),
-    )
+    from envbuild.audit.skip import parse_flags
+    from envbuild.pipeline import build_spec, summary_table
+    from envbuild.stages.settings import build_settings
+
+    skips, key = parse_flags(args.skip_audit), _lock_key(args)
     spec = _spec(args)
+    # flags, then ENVBUILD_*, then envbuild.toml, then the defaults (stages.settings)
+    settings = build_settings(
+        {
+            "out_dir": args.output,
+            "builder": args.builder,
+            "smoke_device": args.smoke_device,
+            "push": args.push,
+            "base_image": args.base_image,
+            "wheelhouse": args.wheelhouse,
+            "no_cache": args.no_cache,
+            "jobs": args.jobs,
+        },
+        spec,
+        os.environ,
+        skip_audit=skips,
+        lock_key=key,
+        allow_edited_lock=args.allow_edited_lock,
+    )
+    settings = settings.replace(sign_key=_sign_key(args, push=settings.push))
     results = build_spec(
         _load(args),
         spec,
         args.file,
-        options,
+        settings,
         target=args.target,
         every_target=args.all,
         say=_print,

@@ -49,9 +49,11 @@ def add_json(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--json", action="store_true", help=f"print {what}")
 
 
-def add_base_image(parser: argparse.ArgumentParser) -> None:
+def add_base_image(parser: argparse.ArgumentParser, *, env: str | None = None) -> None:
     parser.add_argument(
-        "--base-image", metavar="REF", help="replace the base image (mirrors, private registries)"
+        "--base-image",
+        metavar="REF",
+        help="replace the base image (mirrors, private registries)" + (f"; also {env}" if env else ""),
     )
 
 
@@ -59,8 +61,14 @@ def add_target(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGrou
     parser.add_argument("--target", metavar="NAME", help=help)
 
 
-def add_output_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", default=OUTPUT_DIR, metavar="DIR", help=f"default: {OUTPUT_DIR}/")
+def add_output_dir(parser: argparse.ArgumentParser, *, env: str | None = None) -> None:
+    """-o DIR; with `env`, its default is None (the command layers it: the variable, then build/)."""
+    if env is None:
+        parser.add_argument(
+            "-o", "--output", default=OUTPUT_DIR, metavar="DIR", help=f"default: {OUTPUT_DIR}/"
+        )
+    else:
+        parser.add_argument("-o", "--output", metavar="DIR", help=f"default: {env}, else {OUTPUT_DIR}/")
 
 
 def add_lock_key(parser: argparse.ArgumentParser) -> None:
@@ -347,30 +355,45 @@ def _lock(parser: argparse.ArgumentParser) -> None:
 def _build(parser: argparse.ArgumentParser) -> None:
     from envbuild.smoke import DEVICES
 
+    # each setting: its flag, else its ENVBUILD_* variable, else envbuild.toml, else the default
+    # (stages.settings); a flag's default is None, so the settings can tell "not given" from a value
     add_spec_file(parser)
     which = parser.add_mutually_exclusive_group()
     add_target(which, "build this [[target]]")
     which.add_argument("--all", action="store_true", help="build every target and print a summary")
-    parser.add_argument("--smoke-device", choices=DEVICES, help="default: [smoke] device (gpu)")
-    add_base_image(parser)
-    add_wheelhouse(parser, "air-gapped: install from these wheels")
-    parser.add_argument("--push", action="store_true", help="push every tag of a verified image")
+    parser.add_argument(
+        "--smoke-device",
+        choices=DEVICES,
+        help="default: ENVBUILD_SMOKE_DEVICE, else [smoke] device (gpu)",
+    )
+    add_base_image(parser, env="ENVBUILD_BASE_IMAGE")
+    add_wheelhouse(parser, "air-gapped: install from these wheels; also ENVBUILD_WHEELHOUSE")
+    parser.add_argument(
+        "--push",
+        action="store_true",
+        default=None,
+        help="push every tag of a verified image; also ENVBUILD_PUSH=1",
+    )
     parser.add_argument(
         "--builder",
         choices=("auto", "api", "buildkit"),
-        default="auto",
-        help="buildkit (docker CLI), api (Engine API, classic builder) or auto (default)",
+        help="buildkit (docker CLI), api (Engine API, classic builder) or auto (default; also "
+        "ENVBUILD_BUILDER)",
     )
-    parser.add_argument("--no-cache", action="store_true", help="build without the layer cache")
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        default=None,
+        help="build without the layer cache; also ENVBUILD_NO_CACHE=1",
+    )
     parser.add_argument(
         "-j",
         "--jobs",
         type=int,
-        default=1,
         metavar="N",
-        help="build N targets at once against one engine (with --all)",
+        help="build N targets at once against one engine (with --all; default 1, also ENVBUILD_JOBS)",
     )
-    add_output_dir(parser)
+    add_output_dir(parser, env="ENVBUILD_OUTPUT")
     add_lock_key(parser)
     add_allow_edited_lock(parser)
     add_sign_key(parser)

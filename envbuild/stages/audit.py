@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 from envbuild._util.record import TYPE_CHECKING
-from envbuild.audit.skip import merge as merge_skips
 from envbuild.image.auditgate import audit_gate, summary
 from envbuild.resolve.query import parse_gpu
 
@@ -27,7 +26,7 @@ def run(build: TargetRun, record: RecordFile, plan: Plan, image_id: str) -> Gate
         gpus,
         plan.stack_document["framework"],
         build.target.name,
-        skip=merge_skips(build.spec.audit_skip, build.options.skip_audit),
+        skip=build.settings.skip_audit,  # the spec's [audit] skip, the flags' on top
         say=build.tell,
         wheels=wheels,
     )

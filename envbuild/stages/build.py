@@ -19,7 +19,7 @@ def run(build: TargetRun, record: RecordFile, plan: Plan, backend: str) -> Build
     result = image_builder.build_image(
         build.context_dir,
         backend=backend,
-        no_cache=build.options.no_cache,
+        no_cache=build.settings.no_cache,
         log_path=os.path.join(build.context_dir, "build.log"),
         progress=build.progress or image_builder.Progress(),
         platform=plan.platform,  # asked of the builder, and checked on the image it made

@@ -26,7 +26,7 @@ def run(
         tags=list(plan.tags),
         report=verification.report,
         device=device,
-        push=build.options.push,
+        push=build.settings.push,
         labels=gate.labels,
         say=build.tell,
     )
@@ -35,7 +35,7 @@ def run(
         tags=list(promotion.tags),
         pushed=[{"tag": tag, "digest": digest} for tag, digest in promotion.pushed],
     )
-    record.stage_done("promote", started, pushed=build.options.push)
+    record.stage_done("promote", started, pushed=build.settings.push)
     for tag in promotion.tags:
         build.tell(f"tagged {tag}" + (" (verified on CPU only)" if device == "cpu" else ""))
     for tag, digest in promotion.pushed:

@@ -22,21 +22,21 @@ if TYPE_CHECKING:
 def run(build: TargetRun, record: RecordFile) -> tuple[Plan, str]:
     """The plan and the build backend it was rendered for (BuildKit or the Engine API)."""
     started = time.perf_counter()
-    options, spec = build.options, build.spec
-    backend = image_builder.choose_backend(options.builder)
+    settings, spec = build.settings, build.spec
+    backend = image_builder.choose_backend(settings.builder)
     plan = build_plan(
         build.matrix,
         spec,
         build.target,
-        base_image=options.base_image,
-        wheelhouse=options.wheelhouse is not None,
+        base_image=settings.base_image,
+        wheelhouse=settings.wheelhouse is not None,
         lock=build.lock,
         buildkit=backend == "buildkit",
         platform=build.platform,
     )
     if build.lock is not None:
         require_match(build.lock, plan, lock_path(spec.path))
-    write_context(render_files(plan), build.out_dir, build.context, wheelhouse=options.wheelhouse, plan=plan)
+    write_context(render_files(plan), build.out_dir, build.context, wheelhouse=settings.wheelhouse, plan=plan)
     record.update(
         stack=plan.stack_document,
         engine=current_engine().version(),

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from envbuild.lockfile.model import LockedTarget
     from envbuild.matrix.model import Matrix
     from envbuild.spec.model import Spec, Target
-    from envbuild.stages.options import BuildOptions
+    from envbuild.stages.settings import BuildSettings
 
 RECORD = "record.json"
 
@@ -58,35 +58,38 @@ class RecordFile:
 
 
 class TargetRun(Record):
-    """One target on one platform, as the stages see it. lock: this platform's own entry (None:
-    unlocked); context: the name of its context under out_dir, where its record is written too;
-    smoke_device: cpu or gpu, the flag's or the spec's; say: progress lines for the user; progress:
-    the build's own output (None: the engine's default)."""
+    """One target on one platform, as the stages see it. settings: how the build runs (flags, then
+    ENVBUILD_*, then envbuild.toml); lock: this platform's own entry (None: unlocked); context: the
+    name of its context under out_dir, where its record is written too; say: progress lines for the
+    user; progress: the build's own output (None: the engine's default)."""
 
     __slots__ = (
         "matrix",
         "spec",
         "target",
-        "options",
+        "settings",
         "lock",
         "platform",
         "out_dir",
         "context",
-        "smoke_device",
         "say",
         "progress",
     )
     matrix: Matrix
     spec: Spec
     target: Target
-    options: BuildOptions
+    settings: BuildSettings
     lock: LockedTarget | None
     platform: str | None
     out_dir: str
     context: str
-    smoke_device: str
     say: Callable[[str], None]
     progress: Callable[[str], None] | None
+
+    @property
+    def smoke_device(self) -> str:
+        """cpu or gpu: the settings' (the flag, ENVBUILD_SMOKE_DEVICE, or [smoke] device)."""
+        return self.settings.smoke_device
 
     @property
     def context_dir(self) -> str:
