@@ -409,8 +409,8 @@ def check_docker(deadline: Deadline | None = None, *, gpu: bool = True) -> list[
 
 def check_buildkit() -> Check:
     """Whether `envbuild build` can use BuildKit (the backend `--builder auto` picks when it can): a
-    docker client that runs BuildKit builds (envbuild.image.engine.buildkit_available)."""
-    from envbuild.image.engine import buildkit_available, docker_cli
+    docker client that runs BuildKit builds (envbuild.image.builder.buildkit_available)."""
+    from envbuild.image.builder import buildkit_available, docker_cli
 
     cli = docker_cli()
     if cli and buildkit_available(cli):

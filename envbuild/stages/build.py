@@ -6,10 +6,10 @@ import os
 import time
 
 from envbuild._util.record import TYPE_CHECKING
-from envbuild.image import engine as image_builder
+from envbuild.image import builder as image_builder
 
 if TYPE_CHECKING:
-    from envbuild.image.engine import BuildResult
+    from envbuild.image.builder import BuildResult
     from envbuild.plan.plan import Plan
     from envbuild.stages.target import RecordFile, TargetRun
 

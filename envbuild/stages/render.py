@@ -7,7 +7,7 @@ import time
 from envbuild._util.record import TYPE_CHECKING
 from envbuild.attest import inputs as attest_inputs
 from envbuild.engine import current_engine
-from envbuild.image import engine as image_builder
+from envbuild.image import builder as image_builder
 from envbuild.image.platforms import require_buildable
 from envbuild.lockfile.model import lock_path
 from envbuild.plan.lockmatch import require_match

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envbuild.errors import BuildError
-from envbuild.image.engine import BuildResult, build_image, choose_backend
+from envbuild.image.builder import BuildResult, build_image, choose_backend
 from tests.helpers.docker import BASE_IMAGE, docker, exit_code_or_gone
 
 pytestmark = pytest.mark.docker

@@ -13,7 +13,7 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.errors import BuildError
-from envbuild.image.engine import build_image
+from envbuild.image.builder import build_image
 from tests.helpers.docker import TORCH_SPEC, docker
 from tests.helpers.registry import EchoingRegistry, write_docker_config
 

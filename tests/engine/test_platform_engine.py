@@ -13,7 +13,7 @@ import pytest
 
 from envbuild.cli.app import main
 from envbuild.errors import BuildError
-from envbuild.image import engine
+from envbuild.image import builder as engine
 from envbuild.image.platforms import BINFMT_ENV
 from tests.helpers.capability import missing
 from tests.helpers.docker import architecture, docker

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from envbuild.image.buildcause import MAX_LINES, MAX_WIDTH, StepWords, buildkit_output
-from envbuild.image.engine import BuildKitOutput, ClassicOutput
+from envbuild.image.builder import BuildKitOutput, ClassicOutput
 from tests.helpers.paths import FIXTURES
 
 LOGS = FIXTURES / "buildlog"

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from envbuild.errors import BuildError, EnvbuildError
-from envbuild.image import engine
-from envbuild.image.engine import Progress, build_image, choose_backend
+from envbuild.image import builder as engine
+from envbuild.image.builder import Progress, build_image, choose_backend
 
 # --- without an Engine -----------------------------------------------------------------------------
 
