@@ -104,7 +104,11 @@ def built(
         "repository": repository,
         "digest": manifest_digest(anonymous_registry, REPOSITORY, "e2e"),
     }
-    docker("rmi", "-f", f"{repository}:e2e", base, check=False)
+    # the rebuild took the :e2e tag, so the first build's 5.85 GB image is untagged now: removed by id,
+    # with every image both builds made (a run left one such image in the Engine before)
+    # (a label-only promoted image before the image it sits on, which cannot go while it has a child)
+    made = [r["images"].get(k) for k in ("promoted", "built") for r in (rebuilt, record)]
+    docker("rmi", "-f", f"{repository}:e2e", base, *dict.fromkeys(i for i in made if i), check=False)
 
 
 def _libraries(record: dict) -> dict[str, dict]:
