@@ -24,6 +24,7 @@ from envbuild._util.redact import redact
 from envbuild.engine import current_engine
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.host.check import Check
+from envbuild.host.imageguard import preflight_check
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
 from envbuild.host.runtimecheck import HPC_RUNTIMES, SLOW_FIX, check_runtime, other_runtimes_hint
 from envbuild.image.platforms import describe, host_machine, platform_of
@@ -674,7 +675,8 @@ def image_checks(
         requirement=requirement,
         disabled=disabled,
     )
-    return [platform, *verdict]
+    guard = preflight_check(matrix, smi, ref, labels)  # what the image's own guard would decide here
+    return [platform, *verdict, *([guard] if guard else [])]
 
 
 def attestation_checks(image: str, summarize: Callable[[str], str | None] | None = None) -> list[Check]:

@@ -327,6 +327,8 @@ def read_inventory(image: str, *, timeout: int = INVENTORY_TIMEOUT_S) -> Invento
                 network_disabled=True,
                 network_mode="none",
                 labels={ROLE: "inventory"},
+                # the listing runs the image's Python: its preflight guard judges a node, not a listing
+                environment={"ENVBUILD_PREFLIGHT": "off"},
                 detach=True,
             )
             container.start()

@@ -38,6 +38,7 @@ from envbuild.matrix.load import load_matrix
 from envbuild.matrix.platforms import accepted
 from envbuild.matrix.versions import format_driver
 from envbuild.oci.labels import ROLE
+from envbuild.preflight import refusal, smoke_environment
 from envbuild.smoke import (
     DEFAULT_PRECISION,
     DEFAULT_STEPS,
@@ -204,7 +205,7 @@ def verify_image(
         "network_disabled": True,
         "network_mode": "none",
         "labels": {ROLE: "smoke"},
-        "environment": dict(env) if env else None,
+        "environment": smoke_environment(device, env) or None,
         "detach": True,
     }
     if device == "gpu":
@@ -350,6 +351,9 @@ def judge_output(
     checks: the (kind, name) of the checks the run was asked for (asked_checks); a passing report must
     show each of them run. The user's checks print what they like, so their text is redacted here."""
     stderr = without_progress(stderr)  # the error a failed run explains itself with, not its steps
+    refused = refusal(exit_code, stderr)
+    if refused is not None:  # the guard stopped it before the program: say what it found, not "no report"
+        raise VerifyError(refused[0], fix=refused[1])
     report = parse_report(stdout)
     if report is None:
         tail = tail_lines(stderr) or tail_lines(stdout)

@@ -10,6 +10,7 @@ compatibility.
 from __future__ import annotations
 
 from envbuild.matrix.versions import format_cc, parse_compute_capability
+from envbuild.preflight.programs.envbuild_preflight import covers
 
 
 class ArchList:
@@ -21,12 +22,9 @@ class ArchList:
         self.ptx = ptx
 
     def covers(self, cc: tuple[int, int], *, allow_ptx: bool = True) -> str | None:
-        """How the build runs on ``cc``: "sass", "ptx", or None when it has no kernel image."""
-        if any(major == cc[0] and minor <= cc[1] for major, minor in self.sass):
-            return "sass"
-        if allow_ptx and any(p <= cc for p in self.ptx):
-            return "ptx"
-        return None
+        """How the build runs on ``cc``: "sass", "ptx", or None when it has no kernel image (the
+        preflight guard's rule, so an image judges a node as resolve judged the GPU)."""
+        return covers(self.sass, self.ptx, cc, allow_ptx=allow_ptx)
 
     def describe(self) -> str:
         parts = [format_cc(cc) for cc in sorted(self.sass)]

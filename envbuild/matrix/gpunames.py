@@ -33,70 +33,29 @@ from __future__ import annotations
 import re
 
 from envbuild._util.record import Record
-
-VENDOR_PREFIXES = ("nvidia", "geforce", "tesla", "quadro")
-_SPLIT = re.compile(r"[^a-z0-9]+")
-_MEMORY_UNITS = ("gb", "mb")  # "16 GB": the number before the unit goes too
-# one pattern for every dropped word (one match per word: a catalogue of hundreds of rows is keyed
-# on a cache miss): memory sizes (80gb, 480gb, GH200's 144g), memory types (HBM3e, GDDR6X), form
-# factors (SXM5, PCIe, NVL72) and "Generation"
-_DROPPED = re.compile(r"\d+(?:gb|g|mb)|hbm\d?e?|gddr\d+x?|sxm\d*|pcie|nvl\d*|generation")
-# dropped only when no row keeps them (longest first, so "laptop gpu" goes before "laptop")
-SOFT_PHRASES = (
-    ("with", "max", "q", "design"),
-    ("workstation", "edition"),
-    ("server", "edition"),
-    ("laptop", "gpu"),
-    ("max", "q"),
-    ("laptop",),
-    ("mobile",),
+from envbuild.preflight.programs.envbuild_preflight import (
+    SOFT_PHRASES,
+    VENDOR_PREFIXES,
+    loose_key,
+    name_key,
+    name_tokens,
+    without_soft,
 )
 
+__all__ = [
+    "SOFT_PHRASES",
+    "VENDOR_PREFIXES",
+    "ModelNumber",
+    "loose_key",
+    "model_number",
+    "name_key",
+    "name_tokens",
+    "similar_names",
+]
 
-def name_tokens(text: str) -> tuple[str, ...]:
-    """The words of a GPU name that tell GPUs apart, lower-cased, in order (module docstring)."""
-    words = [w for w in _SPLIT.split(text.lower()) if w]
-    if "mig" in words[1:]:  # "NVIDIA A100-SXM4-40GB MIG 1g.5gb": the GPU is what comes before
-        words = words[: words.index("mig", 1)]
-    while words and words[0] in VENDOR_PREFIXES:
-        words.pop(0)
-    kept: list[str] = []
-    for word in words:
-        if word in _MEMORY_UNITS:
-            if kept and kept[-1].isdigit() and len(kept) > 1:  # "16 GB", never a model number alone
-                kept.pop()
-            continue
-        if _DROPPED.fullmatch(word):
-            continue
-        kept.append(word)
-    return tuple(kept)
-
-
-def name_key(text: str) -> str:
-    """The key a name is looked up by: its telling words run together ("NVIDIA A100-SXM4-80GB" ->
-    "a100"). Empty for a name with no telling word ("NVIDIA", "80GB")."""
-    return "".join(name_tokens(text))
-
-
-def _without_soft(tokens: tuple[str, ...]) -> tuple[str, ...]:
-    words = list(tokens)
-    for phrase in SOFT_PHRASES:
-        size = len(phrase)
-        i = 0
-        while i + size <= len(words):
-            if tuple(words[i : i + size]) == phrase and i > 0:  # never the whole name's first word
-                del words[i : i + size]
-            else:
-                i += 1
-    return tuple(words)
-
-
-def loose_key(text: str) -> str | None:
-    """The key without the soft words ("Laptop GPU", "Server Edition"...), or None when the name
-    has none: the second lookup, for a variant the catalogue folds into its base row."""
-    tokens = name_tokens(text)
-    loose = _without_soft(tokens)
-    return "".join(loose) if loose != tokens and loose else None
+# The keys themselves are the preflight guard's (it runs inside images, so it keeps to the standard
+# library and imports no `re`): one definition, so resolve and an image's guard place a GPU alike.
+_without_soft = without_soft
 
 
 # ---------------------------------------------------------------------------------------------

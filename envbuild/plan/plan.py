@@ -23,6 +23,7 @@ from envbuild.oci.reference import parse_reference
 from envbuild.plan.coherence import check_framework_pins
 from envbuild.plan.cudalayer import is_cuda_package
 from envbuild.plan.explicit import explicit_file
+from envbuild.plan.preflight import image_facts
 from envbuild.plan.strategy import strategy_for
 from envbuild.plan.strategy.base import USER_UID, Strategy
 from envbuild.resolve.needs import brings_own_libraries
@@ -39,7 +40,7 @@ from envbuild.spec.smokelabels import smoke_labels
 
 PYPI = "https://pypi.org/simple"
 CONDA_CHANNEL = "conda-forge"
-VENV = "/opt/venv"
+VENV = Strategy.environment_prefix  # the wheels and base-image strategies' Python environment
 
 
 class Plan(Record):
@@ -81,6 +82,8 @@ class Plan(Record):
         "conda_framework_lines",
         "conda_user_lines",
         "smoke_checks",
+        "preflight",
+        "environment",
     )
     target: str
     platform: str  # canonical (matrix.platforms): what the image is built, locked and verified for
@@ -123,6 +126,14 @@ class Plan(Record):
     # smoke_checks.json: the spec's [smoke] imports and command, which the smoke program beside it runs
     # after the training step (smoke.checks_file); b"" when the spec has none, and then no file is copied
     smoke_checks: bytes
+    # the preflight guard's facts (envbuild.plan.preflight), and the image's Python environment (its
+    # prefix): the guard and the .pth file that runs it at every Python start go in its site-packages
+    preflight: dict
+    environment: str
+
+    @property
+    def site_packages(self) -> str:
+        return f"{self.environment}/lib/python{self.python}/site-packages"
 
 
 def _resolve_target(
@@ -314,6 +325,8 @@ def build_plan(
         smoke_checks=checks_file(spec.smoke.imports, spec.smoke.command)
         if spec.smoke.imports or spec.smoke.command
         else b"",
+        preflight=image_facts(matrix, stack, platform),
+        environment=rules.environment_prefix,
     )
 
 

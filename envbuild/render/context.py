@@ -23,6 +23,7 @@ from envbuild.plan.lockmatch import lock_for_render, require_match
 from envbuild.plan.plan import VENV, Plan, build_plan
 from envbuild.plan.strategy import strategy_for
 from envbuild.plan.strategy.conda import MICROMAMBA_UID
+from envbuild.preflight import FACTS_NAME, MODULE_NAME, PTH_NAME, guard_files
 from envbuild.resolve.precision import precision_warnings, warning_text
 from envbuild.resolve.query import parse_gpu
 from envbuild.smoke import CHECKS_FILE, program_files
@@ -124,8 +125,11 @@ def render_files(plan: Plan) -> dict[str, bytes]:
     encoded.update(program_files(plan.stack.framework.name))  # smoke.py and smoke_common.py
     if plan.smoke_checks:  # the spec's [smoke] imports and command, beside the program that runs them
         encoded[CHECKS_FILE] = plan.smoke_checks
+    encoded.update(guard_files(plan.preflight))  # the preflight guard, its .pth and its facts
     return encoded
 
+
+GUARD_FILES = (MODULE_NAME, PTH_NAME, FACTS_NAME)
 
 # Marks a directory as a build context envbuild wrote, and so may replace (never sent to the Engine:
 # .dockerignore lets in only what the Dockerfile uses).
@@ -147,6 +151,7 @@ CONTEXT_NAMES = frozenset(
         "smoke.py",
         "smoke_common.py",
         CHECKS_FILE,
+        *GUARD_FILES,
         "wheels",
         "uv",
         "record.json",

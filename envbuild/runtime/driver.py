@@ -39,6 +39,7 @@ from envbuild.image.verify import (
 )
 from envbuild.matrix.platforms import normalize
 from envbuild.oci.reference import parse_reference
+from envbuild.preflight import smoke_environment
 from envbuild.runtime.base import IMAGE_ENV_FILE, SMOKE_ENV_FILE, ContainerRuntime, SmokeRun, Step
 from envbuild.smoke import DEFAULT_PRECISION, DEFAULT_STEPS, DEFAULT_TIMEOUT_S, smoke_command
 
@@ -78,7 +79,7 @@ def verify_with(
         platform=platform,
         device=device,
         argv=smoke_command(device, steps, precision, imports=imports, command=command),
-        env=dict(env or {}),
+        env=smoke_environment(device, env),
         user=found.user,
         workdir=workdir,
         local=found.local,

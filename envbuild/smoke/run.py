@@ -120,6 +120,8 @@ def summary(report: dict) -> str:
         version = f" {check['version']}" if check.get("version") else ""
         verdict = "passed" if check["passed"] else "FAILED"
         lines.append(f"  check {check['kind']} {check['name']}{version}: {verdict} ({check['seconds']}s)")
+    if report.get("preflight"):  # the image's guard on this node: the line a job log keeps
+        lines.append(f"  {report['preflight']['summary']}")
     for failure in report["failed"]:
         lines.append(f"  FAILED {failure['gate']}: {failure['detail']}")
         lines.append(f"    hint: {failure['hint']}")

@@ -37,6 +37,8 @@ def run(build: TargetRun, record: RecordFile, plan: Plan, image_id: str) -> Veri
         report_digest=report_digest(report_document(verification.image_id, device, verification.report)),
     )
     record.stage_done("verify", started, passed=verification.passed, device=device)
+    if verification.report.get("preflight"):
+        build.tell(verification.report["preflight"]["summary"])
     if not verification.passed:
         failed = "; ".join(
             f"{f['gate']}: {f['detail']} (hint: {f['hint']})" for f in verification.report.get("failed", [])

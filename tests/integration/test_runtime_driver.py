@@ -64,7 +64,8 @@ def test_a_passing_run_is_judged_named_and_leaves_nothing(
     assert verification.report["gates"]  # judged with the gates applied
     assert verification.image_id == registry.config_digest
     assert verification.platform == "linux/amd64"
-    assert (tmp_path / "seen.env").read_text() == "ENVBUILD_SMOKE_LR=0.1\n"
+    # a CPU smoke step runs without a GPU on purpose: the image's preflight guard only warns there
+    assert (tmp_path / "seen.env").read_text() == "ENVBUILD_PREFLIGHT=warn\nENVBUILD_SMOKE_LR=0.1\n"
     assert (tmp_path / "cleanup.log").read_text().startswith(f"cleaned {scratch}/envbuild-verify-")
     assert entries(scratch) == []
 
@@ -77,7 +78,7 @@ def test_a_failing_smoke_step_is_a_failed_verification_and_leaves_nothing(
     assert not verification.passed
     assert verification.exit_code == 1
     assert verification.report["failed"]
-    assert (tmp_path / "seen.env").read_text() == ""
+    assert (tmp_path / "seen.env").read_text() == "ENVBUILD_PREFLIGHT=warn\n"
     assert (tmp_path / "cleanup.log").exists()
     assert entries(scratch) == []
 

@@ -23,6 +23,7 @@ LAYERS = (
     "envbuild.errors",
     "envbuild._util",
     "envbuild.oci",
+    "envbuild.preflight",  # the in-image guard (standard library only) and its judge: matrix uses its keys
     "envbuild.smoke",
     "envbuild.matrix",
     "envbuild.audit",

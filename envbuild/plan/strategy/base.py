@@ -37,6 +37,8 @@ class Strategy:
     # solves at build time when no conda layer is locked
     conda_environment: ClassVar[bool] = False
     image_uid: ClassVar[int] = USER_UID  # the non-root user the image runs as
+    # the Python environment the framework is installed in (its site-packages holds the preflight guard)
+    environment_prefix: ClassVar[str] = "/opt/venv"
     # the base is an nvidia/cuda image the matrix names: its tag can be advanced (eolfix), and what it
     # holds (cuDNN, NCCL) is what a framework without its own CUDA wheels loads
     cuda_base_image: ClassVar[bool] = False

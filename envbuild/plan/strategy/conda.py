@@ -18,6 +18,7 @@ class CondaStrategy(Strategy):
     pip_framework = False  # conda-forge installs the framework; its solve is the lock's conda layer
     conda_environment = True
     image_uid = MICROMAMBA_UID
+    environment_prefix = "/opt/conda"  # micromamba's base environment (MAMBA_ROOT_PREFIX)
 
     def base(
         self,

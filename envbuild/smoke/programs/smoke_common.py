@@ -274,8 +274,27 @@ def read_checks_file(path):
     return document.get("imports", []), document.get("command")
 
 
+def preflight_verdict():
+    """The image's preflight guard on this node, for the report: {verdict, mode, summary}, or None where
+    there is no guard (an image built before it, or `envbuild smoke` on a host). The guard already ran
+    when this Python started (its .pth); it is asked again here, because a verdict it inherited from a
+    parent process is only a word, and the report keeps what it found."""
+    try:
+        import envbuild_preflight
+    except ImportError:
+        return None
+    mode = os.environ.get("ENVBUILD_PREFLIGHT", "").strip().lower() or "strict"
+    mode = mode if mode in ("strict", "warn", "off") else "strict"
+    try:
+        document = envbuild_preflight.evaluate()
+        return {"verdict": document["verdict"], "mode": mode, "summary": envbuild_preflight.summary(document)}
+    except Exception as exc:  # the guard's own bug is a note, never a failed smoke step
+        return {"verdict": "error", "mode": mode, "summary": describe_exception(exc)}
+
+
 def new_report(framework, device, steps, precision):
     return {
+        "preflight": preflight_verdict(),
         "framework": framework,
         "framework_version": None,
         "python": platform.python_version(),
