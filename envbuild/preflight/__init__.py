@@ -9,7 +9,6 @@ matrix), and the judge envbuild itself uses (`judge`), which is the guard's own.
 
 from __future__ import annotations
 
-import json
 import os
 
 from envbuild.preflight.programs.envbuild_preflight import (
@@ -21,8 +20,10 @@ from envbuild.preflight.programs.envbuild_preflight import (
     ROOT_VAR,
     STOP_STATUS,
     VERDICT_VAR,
+    format_facts,
     judge,
     message,
+    parse_facts,
     summary,
 )
 
@@ -39,9 +40,11 @@ __all__ = [
     "STOP_STATUS",
     "VERDICT_VAR",
     "facts_document",
+    "format_facts",
     "guard_files",
     "judge",
     "message",
+    "parse_facts",
     "refusal",
     "smoke_environment",
     "summary",
@@ -52,7 +55,7 @@ MODULE_NAME = "envbuild_preflight.py"
 # "00-" sorts it before the other .pth files of site-packages, so the guard runs before their code too
 PTH_NAME = "00-envbuild-preflight.pth"
 PTH_TEXT = "import envbuild_preflight; envbuild_preflight.guard()\n"
-FACTS_NAME = os.path.basename(FACTS_FILE)  # preflight.json, in the context and in /opt/envbuild
+FACTS_NAME = os.path.basename(FACTS_FILE)  # preflight.facts, in the context and in /opt/envbuild
 # The guard as a command, for job logs: one line with the verdict, exit STOP_STATUS on a node that
 # cannot run the image (Slurm's batch scripts and Kubernetes Jobs run it before the smoke step).
 GUARD_COMMAND = ("python", "-m", "envbuild_preflight")
@@ -89,8 +92,8 @@ def guard_files(facts: dict) -> dict[str, bytes]:
 
 
 def facts_bytes(facts: dict) -> bytes:
-    """Compact: the guard reads this file at every Python start on a node with a driver."""
-    return (json.dumps(facts, sort_keys=True, separators=(",", ":"), ensure_ascii=True) + "\n").encode()
+    """FACTS_FILE's bytes: the guard's own line format (format_facts), which it reads without json."""
+    return format_facts(facts).encode()
 
 
 def facts_document(

@@ -118,7 +118,7 @@ def unpacked(torch_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         pytest.fail("Charliecloud is not installed (.ci/run installs charliecloud-runtime)")
     scratch = tmp_path_factory.mktemp("ch-preflight")
     name = f"envbuild-preflight-{uuid.uuid4().hex[:8]}"
-    docker("create", "--name", name, torch_image)
+    docker("create", "--name", name, torch_image, "true")  # the image has no CMD of its own
     try:
         with open(scratch / "image.tar", "wb") as handle:
             subprocess.run([docker_cli(), "export", name], stdout=handle, check=True, timeout=600)

@@ -26,7 +26,8 @@ the facts file, so child processes (DataLoader workers, torchrun ranks) inherit 
 `judge()` is the one judge: envbuild itself imports this module for `envbuild doctor --image`, and its
 GPU name keys (`name_key`, `loose_key`) and kernel coverage rule (`covers`) are envbuild.matrix's, so
 resolve and the guard cannot disagree. The file keeps to the standard library and Python 3.8, and
-imports neither `re` nor `json` until it must: it runs at every Python start.
+imports neither `re` nor `json` (which brings `re`) to judge: it runs at every Python start, and its
+facts are a line format for that reason (parse_facts). bench/preflight.py measures what it adds.
 
 `python -m envbuild_preflight` prints the verdict as one line and exits with its status (the line
 Slurm and Kubernetes jobs log); `--json` prints the verdict document.
@@ -42,7 +43,7 @@ MODES = ("strict", "warn", "off")
 MODE_VAR = "ENVBUILD_PREFLIGHT"
 ROOT_VAR = "ENVBUILD_PREFLIGHT_ROOT"  # a testing seam: read the driver's files under this directory
 VERDICT_VAR = "ENVBUILD_PREFLIGHT_VERDICT"
-FACTS_FILE = "/opt/envbuild/preflight.json"
+FACTS_FILE = "/opt/envbuild/preflight.facts"
 FACTS_VERSION = 1
 DRIVER_FILES = ("proc/driver/nvidia/version", "sys/module/nvidia/version")
 GPUS_DIR = "proc/driver/nvidia/gpus"
@@ -291,20 +292,53 @@ def smi_capabilities():
     return found
 
 
+FACTS_HEADER = "envbuild-preflight-facts"
+FACTS_FIELDS = ("stack", "cuda", "compat", "min_driver", "arch", "platform")
+
+
+def _branch(text: str):
+    return int(text) if _digits(text) and len(text) <= 6 else None
+
+
+def parse_facts(text: str):
+    """The facts document of FACTS_FILE's text, or None when it is not envbuild's.
+
+    The file is lines of tab-separated words, not JSON: `import json` brings `re` with it, which is
+    6 ms of a 10 ms Python start. First "envbuild-preflight-facts<TAB>1", then one "<field><TAB>value"
+    line per FACTS_FIELDS, then "gpu<TAB>key<TAB>name<TAB>cc<TAB>first branch<TAB>last branch" lines
+    ("-" for no branch)."""
+    lines = text.split("\n")
+    head = lines[0].split("\t")
+    if head != [FACTS_HEADER, str(FACTS_VERSION)]:
+        return None
+    facts = {"version": FACTS_VERSION, "gpus": {}}
+    for line in lines[1:]:
+        words = line.split("\t")
+        if words[0] in FACTS_FIELDS and len(words) == 2:
+            facts[words[0]] = words[1]
+        elif words[0] == "gpu" and len(words) == 6:
+            facts["gpus"][words[1]] = [words[2], words[3], _branch(words[4]), _branch(words[5])]
+    return facts
+
+
+def format_facts(facts: dict) -> str:
+    """FACTS_FILE's text for a facts document (parse_facts reads it back)."""
+
+    def word(value) -> str:
+        return " ".join(str(value).split())  # no tab or newline inside a word
+
+    lines = [f"{FACTS_HEADER}\t{FACTS_VERSION}"]
+    lines += [f"{name}\t{word(facts.get(name, ''))}" for name in FACTS_FIELDS]
+    for key, (name, cc, first, last) in sorted(facts.get("gpus", {}).items()):
+        branches = ["-" if b is None else str(b) for b in (first, last)]
+        lines.append("\t".join(["gpu", word(key), word(name), word(cc), *branches]))
+    return "\n".join(lines) + "\n"
+
+
 def read_facts(path: str = FACTS_FILE):
     """The image's facts (a dict), or None when the file is missing or not envbuild's."""
     text = _read(path, MAX_FACTS_BYTES)
-    if text is None:
-        return None
-    import json
-
-    try:
-        facts = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(facts, dict) or facts.get("version") != FACTS_VERSION:
-        return None
-    return facts
+    return None if text is None else parse_facts(text)
 
 
 # ---------------------------------------------------------------------------------------------
