@@ -72,7 +72,7 @@ TEMPLATES = {
 }
 README = "README.md"
 SIF_NAME = "sif"  # <shared>/sif: the SIF files build-sif-<target>.sh writes, and their logs
-DEF_DELIMITER = "ENVBUILD_DEF"  # the here-document that holds envbuild.def in build-sif-<target>.sh
+DEF_DELIMITER = "END_OF_ENVBUILD_DEF"  # the here-document that holds envbuild.def in build-sif-<target>.sh
 COMMAND = "ci slurm"
 DEFAULT_RUNTIME = "apptainer"
 DEFAULT_GRES = "gpu:1"
