@@ -36,6 +36,7 @@ __all__ = [
     "MODE_VAR",
     "MODULE_NAME",
     "PTH_NAME",
+    "REFUSED",
     "ROOT_VAR",
     "STOP_STATUS",
     "VERDICT_VAR",
@@ -59,6 +60,8 @@ FACTS_NAME = os.path.basename(FACTS_FILE)  # preflight.facts, in the context and
 # The guard as a command, for job logs: one line with the verdict, exit STOP_STATUS on a node that
 # cannot run the image (Slurm's batch scripts and Kubernetes Jobs run it before the smoke step).
 GUARD_COMMAND = ("python", "-m", "envbuild_preflight")
+# how envbuild verify starts the error of a run the guard stopped (refusal); Slurm's verify job greps it
+REFUSED = "the image's preflight guard refused this node: "
 
 
 def smoke_environment(device: str, env: dict[str, str] | None) -> dict[str, str]:
@@ -80,7 +83,7 @@ def refusal(exit_code: int, stderr: str) -> tuple[str, str] | None:
         return None
     problems = [line[len("problem: ") :] for line in lines if line.startswith("problem: ")]
     fixes = [line[len("fix: ") :] for line in lines if line.startswith("fix: ")]
-    what = "the image's preflight guard refused this node: " + ("; ".join(problems) or "see its message")
+    what = REFUSED + ("; ".join(problems) or "see its message")
     return what, "; ".join(fixes) or "run `python -m envbuild_preflight` in the image to see the verdict"
 
 

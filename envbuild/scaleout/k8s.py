@@ -13,6 +13,12 @@ What the Job asks of the cluster, and why:
   https://github.com/NVIDIA/k8s-device-plugin/blob/main/docs/gpu-feature-discovery/README.md), and
   `kubernetes.io/arch` for the build's platform; `--runtime-class` for clusters whose GPU nodes need
   the `nvidia` RuntimeClass.
+- for a GPU smoke step, required node affinity on GFD's driver and compute-capability labels
+  (`gpu_node_terms`): the scheduler keeps the Job off a node whose driver is older than the stack's
+  floor or whose GPU the build has no kernels for, the nodes where the image's preflight guard would
+  stop it anyway (exit 78), so such a node is "unschedulable", not a failed verification.
+- the image's preflight guard first (`container_command`): its one-line verdict opens the pod's log,
+  then the smoke program's report is the log's last line, as `verify --from-log` reads it.
 - the least a smoke step needs: no service account token, the image's own non-root user (the uid
   render's Dockerfiles set), no privilege escalation, no capabilities, a read-only root filesystem with
   an emptyDir on /tmp (HOME and TMPDIR point there: the smoke program writes nothing else), the
@@ -40,13 +46,16 @@ import re
 from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
+from envbuild.matrix.arch import ArchList
 from envbuild.matrix.model import Matrix, find_gpu
 from envbuild.oci import labels
 from envbuild.oci.reference import DIGEST_RE
 from envbuild.plan.builds import builds
+from envbuild.plan.plan import build_plan
 from envbuild.plan.strategy import strategy_for
+from envbuild.preflight import GUARD_COMMAND, STOP_STATUS, smoke_environment
 from envbuild.resolve.precision import gpus_precision, target_precision
-from envbuild.scaleout.quoting import yaml_scalar
+from envbuild.scaleout.quoting import shell_word, yaml_scalar
 from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec, Target
 
@@ -55,6 +64,11 @@ K8S_VERSION = "1.33.0"
 GPU_RESOURCE = "nvidia.com/gpu"  # NVIDIA's device plugin
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU Feature Discovery
 ARCH_LABEL = "kubernetes.io/arch"
+# GPU Feature Discovery's labels for the node's driver and GPU (its README above): integers as text
+DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver.major"
+COMPUTE_MAJOR_LABEL = "nvidia.com/gpu.compute.major"
+COMPUTE_MINOR_LABEL = "nvidia.com/gpu.compute.minor"
+SHELL = "/bin/sh"  # every image envbuild renders has one (its base is a distribution's)
 PULL_ALLOWANCE_S = 1800  # a few GB over a cluster's network, on top of the smoke step's own timeout
 TTL_S = 86400  # a day to run `kubectl logs` before the Job is deleted
 DEFAULT_OUTPUT = "k8s"
@@ -114,6 +128,15 @@ def jobs(
         target, key = build.target, build.key
         uid = strategy_for(target.stack.strategy).image_uid
         image = refs.get(key) or f"{spec.image.repository}@sha256:{PLACEHOLDER}"
+        terms: list[dict] = []
+        if on_gpu:  # the stack the image was built from: its driver floor, compat mode and kernels
+            stack = build_plan(matrix, spec, target, platform=build.platform).stack
+            terms = gpu_node_terms(
+                stack.variant.arch_for(build.platform),
+                native=stack.mode == "native",
+                min_driver=stack.min_driver,
+                where=f"{spec.path} target {target.name!r} ({build.platform})",
+            )
         for gpu_type in types or [""]:
             name = job_name(key, gpu_type)
             node_selector = {ARCH_LABEL: build.arch, **selectors}
@@ -127,6 +150,7 @@ def jobs(
                 precision=job_precision(matrix, spec, target, gpu_type),
                 job_labels={APP_LABEL: APP, labels.TARGET: label_text(target.name), "envbuild.gpu": gpu_type},
                 node_selector=node_selector,
+                node_terms=terms,
                 runtime_class=runtime_class,
                 namespace=namespace,
                 pull_secret=pull_secret,
@@ -157,23 +181,28 @@ def job_document(
     runtime_class: str | None,
     namespace: str | None,
     pull_secret: str | None,
+    node_terms: list[dict] | None = None,
 ) -> dict:
-    """One batch/v1 Job that runs the smoke program once, as the image's non-root user; `precision`:
-    the smoke step's, as the Job's GPU has it (job_precision)."""
+    """One batch/v1 Job that runs the image's preflight guard, then the smoke program, once, as the
+    image's non-root user; `precision`: the smoke step's, as the Job's GPU has it (job_precision);
+    `node_terms`: the GPU nodes it may run on (gpu_node_terms), none for a CPU Job."""
     smoke = spec.smoke
     on_gpu = smoke.device == "gpu"
-    command = smoke_command(smoke.device, smoke.steps, precision)
     job_labels = {k: v for k, v in job_labels.items() if v}
+    # a CPU smoke step's guard only warns (preflight.smoke_environment: a GPU node shows its driver to
+    # every container), as under `envbuild verify`
+    preflight_env = [{"name": k, "value": v} for k, v in smoke_environment(smoke.device, None).items()]
     container = {
         "name": "smoke",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": list(command[:2]),  # python /opt/envbuild/smoke.py
-        "args": list(command[2:]),
+        "command": list(container_command()),
+        "args": list(smoke_command(smoke.device, smoke.steps, precision)),  # python /opt/envbuild/smoke.py
         "env": [
             {"name": "HOME", "value": "/tmp"},
             {"name": "TMPDIR", "value": "/tmp"},
             {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
+            *preflight_env,
         ],
         "securityContext": {
             "runAsNonRoot": True,
@@ -194,6 +223,17 @@ def job_document(
         "enableServiceLinks": False,
         "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid},
         "nodeSelector": node_selector,
+        **(
+            {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": node_terms}
+                    }
+                }
+            }
+            if node_terms
+            else {}
+        ),
         "containers": [container],
         "volumes": [{"name": "tmp", "emptyDir": {}}],
     }
@@ -213,6 +253,80 @@ def job_document(
             "template": {"metadata": {"labels": job_labels}, "spec": pod},
         },
     }
+
+
+def container_command() -> tuple[str, ...]:
+    """The container's command, before the smoke program (its `args`): the image's preflight guard
+    (GUARD_COMMAND), whose one-line verdict is then the pod log's first line, and the smoke program
+    after it through `exec "$@"`, so its report stays the log's last line (`verify --from-log`) and its
+    exit status is the pod's. The guard's stop (STOP_STATUS) ends the Job with that status before the
+    smoke step; any other failure of the guard command (an image built before the guard, or a bug in
+    it) is said on stderr and the smoke step runs, as the guard itself never stops a program for its
+    own failure. The script is fixed text: no value of the spec or the command line is in it."""
+    guard = " ".join(shell_word(word) for word in GUARD_COMMAND)
+    stop = shell_word(STOP_STATUS)
+    script = (
+        f"{guard} || {{ status=$?; "
+        f'if [ "$status" -eq {stop} ]; then echo "envbuild verify: the image\'s preflight guard refused '
+        f'this node (exit {stop}); the smoke step did not run" >&2; exit {stop}; fi; '
+        f'echo "envbuild verify: no preflight verdict ({guard} exited $status); running the smoke '
+        f'step" >&2; }}; exec "$@"'
+    )
+    return (SHELL, "-c", script, APP)  # APP: the script's $0, in the shell's own messages
+
+
+def gpu_node_terms(arch: ArchList, *, native: bool, min_driver: tuple[int, ...], where: str) -> list[dict]:
+    """Node affinity terms (nodeSelectorTerms, ORed) for the GPU nodes an image can run on, on GPU
+    Feature Discovery's labels: the same judgement as the image's preflight guard, made by the
+    scheduler, so a Job never lands on a node where the guard would stop it (exit 78) and a pool of
+    only such nodes leaves it Pending with the reason in `kubectl describe`, not a failed run.
+
+    Kernels: ArchList.covers, written as label ranges. A SASS arch M.m runs on M.x for x >= m, so each
+    SASS major gets one term, `compute.major In [M]` with `compute.minor Gt m-1` from its lowest minor
+    (no minor bound when m is 0); under native compatibility PTX for P.p JIT-compiles for every arch
+    >= P.p: `compute.major Gt P`, and `compute.major In [P]` + `compute.minor Gt p-1`. Only the lowest
+    PTX arch counts (it covers what any higher one does), a same-major range keeps its lowest minor,
+    and a major above the PTX arch is already covered, so the terms are minimal; sorted by major.
+    Under minor-version compatibility the driver cannot JIT PTX newer than itself: SASS alone counts.
+
+    Driver: `cuda.driver.major Gt <floor major - 1>`. Terms are ORed, so each carries it. The label
+    holds the major only: a node of the floor's major but an older minor still passes the scheduler
+    and meets the guard, which reads the whole version."""
+    lowest: dict[int, int] = {}
+    for major, minor in arch.sass:
+        lowest[major] = min(minor, lowest.get(major, minor))
+    above: int | None = None  # every major above this one runs the PTX
+    if native and arch.ptx:
+        ptx_major, ptx_minor = min(arch.ptx)
+        lowest[ptx_major] = min(ptx_minor, lowest.get(ptx_major, ptx_minor))
+        above = ptx_major
+    if not lowest:
+        raise UsageError(
+            f"{where}: its build carries no kernels this stack can run ({arch.describe() or 'no arch list'}"
+            + ("" if native else ", and PTX does not count under minor-version compatibility")
+            + "), so no GPU node could run its smoke step",
+            fix='set [smoke] device = "cpu", or pick a stack whose build has SASS for the GPUs '
+            "(`envbuild resolve` shows each stack's arch list)",
+        )
+    driver = {"key": DRIVER_MAJOR_LABEL, "operator": "Gt", "values": [str(min_driver[0] - 1)]}
+    terms = []
+    for major, minor in sorted(lowest.items()):
+        if above is not None and major > above:
+            continue
+        expressions = [driver, {"key": COMPUTE_MAJOR_LABEL, "operator": "In", "values": [str(major)]}]
+        if minor > 0:
+            expressions.append({"key": COMPUTE_MINOR_LABEL, "operator": "Gt", "values": [str(minor - 1)]})
+        terms.append({"matchExpressions": expressions})
+    if above is not None:
+        terms.append(
+            {
+                "matchExpressions": [
+                    driver,
+                    {"key": COMPUTE_MAJOR_LABEL, "operator": "Gt", "values": [str(above)]},
+                ]
+            }
+        )
+    return terms
 
 
 def write_jobs(matrix: Matrix, spec: Spec, out_dir: str, **options: object) -> list[str]:

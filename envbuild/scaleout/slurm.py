@@ -24,6 +24,19 @@ With `--runtime enroot`, each verify job also gets a pyxis variant, `verify-<tar
 program in the candidate the way the cluster's training jobs run, and envbuild on the node judges its
 output with `verify --from-log --runtime enroot` (the same schema and gates), so promotion reads the
 report as any other. Sites with pyxis need no Enroot knowledge in the job, and no scratch space for it.
+
+The image's preflight guard (envbuild.preflight) is each verify job's first verdict, a line of the job's
+log naming the node: the pyxis variant runs GUARD_COMMAND as its own step in the image's named
+container (imported once for both steps) and ends the job with STOP_STATUS on a node the guard
+refuses; the runtime jobs repeat the verdict `envbuild verify` prints (the guard ran at the smoke
+program's own start), so the image runs once.
+
+For training jobs, beside the verify scripts:
+- `build-sif-<target>.sh`: `apptainer build` of the promoted image by digest, from the envbuild.def
+  `envbuild render --apptainer` writes (apptainer.definition, embedded in the script), then the guard
+  and the definition's %test on the node, and only then the SIF under `<shared>/sif/`;
+- `README.md`: the run recipe for Apptainer (`apptainer exec --nv`) and pyxis (`srun
+  --container-image`), each starting with the guard on every node of the job.
 """
 
 from __future__ import annotations
@@ -37,6 +50,9 @@ from envbuild._util.files import write_atomic
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
+from envbuild.plan.plan import build_plan
+from envbuild.preflight import GUARD_COMMAND, PREFIX, REFUSED, STOP_STATUS, smoke_environment
+from envbuild.render.apptainer import definition
 from envbuild.resolve.precision import target_precision
 from envbuild.runtime import RUNTIMES
 from envbuild.runtime.enroot import enroot_image
@@ -51,7 +67,12 @@ TEMPLATES = {
     "promote": "ci/slurm/promote.sh.j2",
     "submit": "ci/slurm/submit.sh.j2",
     "pyxis": "ci/slurm/verify-pyxis.sh.j2",
+    "sif": "ci/slurm/build-sif.sh.j2",
+    "readme": "ci/slurm/README.md.j2",
 }
+README = "README.md"
+SIF_NAME = "sif"  # <shared>/sif: the SIF files build-sif-<target>.sh writes, and their logs
+DEF_DELIMITER = "END_OF_ENVBUILD_DEF"  # the here-document that holds envbuild.def in build-sif-<target>.sh
 COMMAND = "ci slurm"
 DEFAULT_RUNTIME = "apptainer"
 DEFAULT_GRES = "gpu:1"
@@ -120,8 +141,9 @@ def slurm_scripts(
     account: str | None = None,
     spec_path: str = "envbuild.toml",
 ) -> dict[str, str]:
-    """File name -> text of every script `envbuild ci slurm` writes (verify-*.sh, promote.sh,
-    submit.sh). shared_dir: absolute, seen by every node; the reports, records and logs go there."""
+    """File name -> text of every file `envbuild ci slurm` writes (verify-*.sh, promote.sh, submit.sh,
+    build-sif-*.sh, README.md). shared_dir: absolute, seen by every node; the reports, records, logs
+    and SIF files go there."""
     if runtime not in RUNTIMES:
         raise UsageError(f"--runtime {runtime!r}: not one of {', '.join(RUNTIMES)}", fix="pick one of them")
     shared = check_shared_dir(shared_dir, "--shared-dir")
@@ -177,6 +199,12 @@ def slurm_scripts(
         "digest_pattern": DIGEST_PATTERN,
         "shared": shared,
         "sbatch": sbatch,
+        # the image's preflight guard: what runs it, its stop status, and the lines that carry its verdict
+        "guard_command": GUARD_COMMAND,
+        "stop_status": STOP_STATUS,
+        "guard_prefix": PREFIX,
+        "refused": REFUSED,
+        "preflight_env": sorted(smoke_environment(spec.smoke.device, None).items()),
     }
     env = environment({"sh": shell_word, "comment": comment_text})
     files: dict[str, str] = {}
@@ -204,6 +232,12 @@ def slurm_scripts(
     files["promote.sh"] = env.get_template(TEMPLATES["promote"]).render(
         common | {"promotions": promotions, "targets": plan.targets}
     )
+    sif_jobs = [sif_job(matrix, spec, name, shared, (partitions or [None])[0]) for name in plan.targets]
+    for job in sif_jobs:
+        files[job["script"]] = env.get_template(TEMPLATES["sif"]).render(
+            common | job | {"gpu": spec.smoke.device == "gpu", "delimiter": DEF_DELIMITER}
+        )
+    files[README] = env.get_template(TEMPLATES["readme"]).render(common | {"targets": sif_jobs})
     files["submit.sh"] = env.get_template(TEMPLATES["submit"]).render(
         common
         | {
@@ -214,6 +248,32 @@ def slurm_scripts(
         }
     )
     return files
+
+
+def sif_job(matrix: Matrix, spec: Spec, target: str, shared: str, partition: str | None) -> dict[str, object]:
+    """The values of one target's build-sif script and README section. The SIF job runs in the first
+    --partition (sbatch -p on its command line overrides it): its smoke step needs a GPU node of the
+    kind verify ran on, and one SIF serves every partition of the same platform. The definition is
+    render's own (apptainer.definition), so the SIF is the one `envbuild render --apptainer` describes."""
+    spec_target = spec.target(target)[0]
+    plan = build_plan(matrix, spec, spec_target)  # one platform per target: slurm_scripts refused more
+    text = definition(plan, spec, target)
+    if DEF_DELIMITER in text.splitlines():  # cannot happen (its lines are keywords, labels, comments)
+        raise UsageError(
+            f"{spec.path} target {target!r}: its envbuild.def has a line {DEF_DELIMITER!r}, which would end "
+            "the here-document that holds it in the SIF job",
+            fix="change the spec value that writes that line (an [image] label)",
+        )
+    key = bake_target_name(target)
+    return {
+        "target": target,
+        "key": key,
+        "script": f"build-sif-{key}.sh",
+        "partition": partition,
+        "sif_dir": f"{shared}/{SIF_NAME}",
+        "definition": text,
+        "enroot_image": enroot_image(spec.image.repository),
+    }
 
 
 def write_scripts(
@@ -241,7 +301,8 @@ def write_scripts(
         for name, text in files.items():
             path = os.path.join(out_dir, name)
             write_atomic(path, text)
-            os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+            if name.endswith(".sh"):  # not README.md
+                os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
             written.append(path)
     except OSError as exc:
         raise UsageError(

@@ -51,12 +51,21 @@ def logical_lines(text: str) -> list[str]:
 
 def envbuild_commands(text: str) -> list[list[str]]:
     """The words after "${envbuild[@]}" of every envbuild command line, as bash splits them (the lines
-    hold quoted literals and "$var" words only)."""
-    return [
-        shlex.split(line.strip()[len(ENVBUILD_COMMAND) :])
-        for line in logical_lines(text)
-        if line.strip().startswith(ENVBUILD_COMMAND)
-    ]
+    hold quoted literals and "$var" words only), up to the first redirection or control operator
+    (`2>&1 | tee ...`): the arguments envbuild itself gets."""
+    commands = []
+    for line in logical_lines(text):
+        if not line.strip().startswith(ENVBUILD_COMMAND):
+            continue
+        words = shlex.split(line.strip()[len(ENVBUILD_COMMAND) :])
+        ends = [
+            i for i, word in enumerate(words) if word in _OPERATORS or word[:1] in "<>" or word[:2] == "2>"
+        ]
+        commands.append(words[: ends[0]] if ends else words)
+    return commands
+
+
+_OPERATORS = {"|", "||", "&&", ";", "&"}
 
 
 def require_cluster() -> str:

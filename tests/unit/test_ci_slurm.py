@@ -46,7 +46,9 @@ def test_one_verify_job_per_target_and_partition_with_its_sbatch_lines(matrix: M
         "verify-hopper-h100.sh",
         "verify-hopper-l4.sh",
     ]
-    assert set(files) == {*verify, "promote.sh", "submit.sh"}
+    sif = ["build-sif-ada-l4.sh", "build-sif-hopper.sh"]  # one per target, not per partition
+    assert set(files) == {*verify, *sif, "promote.sh", "submit.sh", "README.md"}
+    assert ("--partition", "h100") in sbatch_options(files["build-sif-hopper.sh"])  # the first one
     assert sbatch_options(files["verify-ada-l4-l4.sh"]) == [
         ("--job-name", "envbuild-verify-ada-l4-l4"),
         ("--time", "01:00:00"),
@@ -261,6 +263,9 @@ def test_enroot_jobs_get_a_pyxis_variant_that_srun_runs_and_envbuild_judges(matr
     on the node judges the program's output with the same gates (verify --from-log --runtime enroot)."""
     files = scripts(matrix, TWO, runtime="enroot", partitions=["h100"])
     assert sorted(files) == [
+        "README.md",
+        "build-sif-ada-l4.sh",
+        "build-sif-hopper.sh",
         "promote.sh",
         "submit.sh",
         "verify-ada-l4-h100.pyxis.sh",
@@ -274,7 +279,8 @@ def test_enroot_jobs_get_a_pyxis_variant_that_srun_runs_and_envbuild_judges(matr
     assert shlex.split(srun.split(" >", 1)[0]) == [
         "srun",
         "--ntasks=1",
-        "--container-image=ghcr.io#acme/train@${candidate#*@}",
+        "--container-image=$image",
+        "--container-name=$container",
         "--no-container-mount-home",
         "--no-container-remap-root",
         "--no-container-entrypoint",
@@ -289,6 +295,7 @@ def test_enroot_jobs_get_a_pyxis_variant_that_srun_runs_and_envbuild_judges(matr
         "bf16",
     ]
     assert srun.endswith('>"$out/smoke.log" || status=$?')
+    assert "image='ghcr.io#acme/train'\"@${candidate#*@}\"" in lines
     (judged,) = envbuild_commands(text)
     assert judged[:2] == ["verify", "$candidate"]
     assert judged[judged.index("--from-log") + 1] == "$out/smoke.log"
