@@ -303,6 +303,7 @@ def build(args: argparse.Namespace) -> int:
             "out_dir": args.output,
             "builder": args.builder,
             "smoke_device": args.smoke_device,
+            "gpu_access": args.gpu_access,
             "push": args.push,
             "base_image": args.base_image,
             "wheelhouse": args.wheelhouse,
@@ -429,8 +430,13 @@ def verify(args: argparse.Namespace) -> int:
             **settings.values(),
             imports=tuple(args.smoke_imports) if args.smoke_imports else None,
             command=args.smoke_command,
-            # the Engine's container streams the program's progress lines as they come
-            **({"say": lambda line: print(line, file=sys.stderr)} if runtime == "docker" else {}),
+            # the Engine's container streams the program's progress lines as they come; it alone takes
+            # --gpu-access (the HPC runtimes reach GPUs their own way: --nv, the enroot hook, ch-fromhost)
+            **(
+                {"say": lambda line: print(line, file=sys.stderr), "gpu_access": _gpu_access(args)}
+                if runtime == "docker"
+                else {}
+            ),
         )
     if args.report:
         save_report(args.report, result)
@@ -443,6 +449,24 @@ def verify(args: argparse.Namespace) -> int:
         )
     sys.stdout.write(json.dumps(result.report, indent=2) + "\n" if args.json else summary(result.report))
     return EXIT_OK if result.passed else EXIT_FAILURE
+
+
+def _gpu_access(args: argparse.Namespace) -> str:
+    """--gpu-access, else ENVBUILD_GPU_ACCESS, else auto (the precedence of every build setting)."""
+    import os
+
+    from envbuild.engine.cdi import GPU_ACCESS
+    from envbuild.errors import UsageError
+
+    if args.gpu_access:
+        return args.gpu_access
+    value = os.environ.get("ENVBUILD_GPU_ACCESS", "").strip()
+    if value and value not in GPU_ACCESS:
+        raise UsageError(
+            f"ENVBUILD_GPU_ACCESS={value!r} is not one of {', '.join(GPU_ACCESS)}",
+            fix="set it to auto, legacy or cdi (e.g. ENVBUILD_GPU_ACCESS=cdi), or unset it",
+        )
+    return value or "auto"
 
 
 def _labels_of(image: str, runtime: str) -> tuple[dict[str, object], str | None]:

@@ -366,6 +366,7 @@ def _build(parser: argparse.ArgumentParser) -> None:
         choices=DEVICES,
         help="default: ENVBUILD_SMOKE_DEVICE, else [smoke] device (gpu)",
     )
+    add_gpu_access(parser)
     add_base_image(parser, env="ENVBUILD_BASE_IMAGE")
     add_wheelhouse(parser, "air-gapped: install from these wheels; also ENVBUILD_WHEELHOUSE")
     parser.add_argument(
@@ -401,6 +402,18 @@ def _build(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
 
 
+def add_gpu_access(parser: argparse.ArgumentParser) -> None:
+    from envbuild.engine.cdi import GPU_ACCESS
+
+    parser.add_argument(
+        "--gpu-access",
+        choices=GPU_ACCESS,
+        help="how a GPU smoke step reaches the GPUs with Docker: cdi (the nvidia.com/gpu=all CDI device), "
+        "legacy (the toolkit's device request), or auto (default; also ENVBUILD_GPU_ACCESS): cdi when a "
+        "CDI spec in /etc/cdi or /var/run/cdi names it",
+    )
+
+
 def _verify(parser: argparse.ArgumentParser) -> None:
     from envbuild.runtime import DEFAULT_RUNTIME, RUNTIMES
     from envbuild.smoke import DEFAULT_PRECISION, DEVICES, PRECISIONS
@@ -411,6 +424,7 @@ def _verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--smoke-device", choices=DEVICES, help="default: the image's label, else gpu (with --from-log: gpu)"
     )
+    add_gpu_access(parser)
     parser.add_argument(
         "--precision", choices=PRECISIONS, help=f"default: the image's label, else {DEFAULT_PRECISION}"
     )

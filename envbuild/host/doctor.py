@@ -24,6 +24,7 @@ from envbuild._util.redact import redact
 from envbuild.engine import current_engine
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.host.check import Check
+from envbuild.host.gpuaccess import check_gpu_access
 from envbuild.host.imageguard import preflight_check
 from envbuild.host.nvsmi import SmiReport, SmiUnavailable, query, reason_names
 from envbuild.host.runtimecheck import HPC_RUNTIMES, SLOW_FIX, check_runtime, other_runtimes_hint
@@ -860,6 +861,7 @@ def run_doctor(
         ("host platform", lambda: [check_host_platform()]),
         ("nvidia-smi", host),
         ("docker engine", lambda: check_docker(deadline)),
+        ("GPU access", check_gpu_access),
     ]
     if not gpu:
         steps = [

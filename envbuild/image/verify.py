@@ -31,6 +31,7 @@ from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.engine import current_engine
 from envbuild.engine.base import QUICK_S, EngineError
+from envbuild.engine.cdi import ALL_GPUS, GENERATE_FIX, NO_SPEC, gpu_path
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
 from envbuild.image.containers import remove_container
 from envbuild.image.platforms import Runnable, describe, platform_of, runnable
@@ -111,6 +112,12 @@ def explain_engine_error(text: str) -> VerifyError | None:
 
     Pure apart from reading the bundled matrix for the driver floor of an unsatisfied CUDA condition.
     """
+    if 'device driver "cdi"' in text or "CDI device injection" in text or "unresolvable CDI devices" in text:
+        return VerifyError(
+            f"this Docker Engine did not give the container the CDI device {ALL_GPUS}: {redact(text)}",
+            fix="Docker 25 or later serves CDI (enable the `cdi` feature in /etc/docker/daemon.json on "
+            f"25-27), and the device must be in a spec ({GENERATE_FIX}); or run with --gpu-access legacy",
+        )
     if _NO_GPU_RE.search(text):
         return VerifyError(
             "this Docker host cannot give containers a GPU: install or configure the NVIDIA Container "
@@ -169,6 +176,7 @@ def verify_image(
     imports: tuple[str, ...] | None = None,
     command: str | None = None,
     say: Callable[[str], None] | None = None,
+    gpu_access: str = "auto",
 ) -> Verification:
     """Run the image's smoke program in a throw-away container; the container never outlives the call.
 
@@ -208,9 +216,16 @@ def verify_image(
         "environment": smoke_environment(device, env) or None,
         "detach": True,
     }
+    path = None
     if device == "gpu":
-        # count=-1 is every GPU: the default count of a DeviceRequest is 0 GPUs
-        options["device_requests"] = [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        path = gpu_path(gpu_access)
+        if path is None:
+            raise VerifyError(NO_SPEC, fix=f"{GENERATE_FIX}, or run with --gpu-access legacy")
+        if path == "cdi":  # the Engine resolves the CDI device itself (Docker >= 25, CDI enabled)
+            request = docker.types.DeviceRequest(driver="cdi", device_ids=[ALL_GPUS])
+        else:  # count=-1 is every GPU: the default count of a DeviceRequest is 0 GPUs
+            request = docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])
+        options["device_requests"] = [request]
 
     container = None
     try:
@@ -258,7 +273,7 @@ def verify_image(
             error=VerifyError,
         )
 
-    return judge_output(
+    verification = judge_output(
         stdout,
         stderr,
         exit_code,
@@ -270,6 +285,8 @@ def verify_image(
         runtime="docker",
         checks=asked_checks(imports, command),
     )
+    verification.report["gpu_access"] = path  # a host fact, as the runtime is: which GPU path ran
+    return verification
 
 
 def asked_checks(imports: tuple[str, ...] | None, command: str | None) -> tuple[tuple[str, str], ...] | None:

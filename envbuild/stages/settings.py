@@ -13,6 +13,7 @@ The rules are one table (RULES); a setting added to `envbuild build` is a row th
 from __future__ import annotations
 
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.engine.cdi import GPU_ACCESS
 from envbuild.errors import UsageError
 from envbuild.smoke import DEVICES
 
@@ -124,6 +125,16 @@ RULES: tuple[Rule, ...] = (
         example="cpu",
     ),
     Rule(
+        name="gpu_access",
+        flag="--gpu-access",
+        env="ENVBUILD_GPU_ACCESS",
+        spec=None,
+        default="auto",
+        parse=_choice(GPU_ACCESS),
+        accepted=", ".join(GPU_ACCESS),
+        example="cdi",
+    ),
+    Rule(
         name="push",
         flag="--push",
         env="ENVBUILD_PUSH",
@@ -186,6 +197,7 @@ class BuildSettings(Record):
         "out_dir",
         "builder",
         "smoke_device",
+        "gpu_access",
         "push",
         "base_image",
         "wheelhouse",
@@ -200,6 +212,7 @@ class BuildSettings(Record):
     out_dir: str
     builder: str  # auto | api | buildkit
     smoke_device: str  # cpu | gpu
+    gpu_access: str  # auto | legacy | cdi: how a GPU smoke step reaches the GPUs (envbuild.engine.cdi)
     push: bool
     base_image: str | None
     wheelhouse: str | None

@@ -30,6 +30,7 @@ def run(build: TargetRun, record: RecordFile, plan: Plan, image_id: str) -> Veri
         imports=smoke.imports or None,
         command=smoke.command,
         say=build.tell,
+        gpu_access=build.settings.gpu_access,
     )
     record.update(
         smoke=verification.report,

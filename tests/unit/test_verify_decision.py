@@ -64,6 +64,7 @@ def test_a_passing_report_and_exit_0_pass(engine) -> None:
         "image_platform": host and host.name,
         "emulated": False,
         "runtime": "docker",
+        "gpu_access": None,  # a CPU smoke step takes no GPU path
     }
     assert verification.platform == (host and host.name) and verification.emulated is False
     calls = server.calls()
