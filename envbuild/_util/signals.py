@@ -60,3 +60,20 @@ class signals_interrupt:  # lower case: used as `with signals_interrupt():`, lik
     def __exit__(self, *exc: object) -> None:
         for signum, before in self.previous.items():
             signal.signal(signum, before)  # type: ignore[arg-type]
+
+
+def hold() -> set[int]:
+    """Hold SIGINT, SIGTERM and SIGHUP (block them) while a child process is started; returns the
+    mask to put back with `release`.
+
+    subprocess.Popen() forks, then waits in the parent for the child's exec. A signal that lands in
+    that wait raises Interrupted out of Popen() itself: the child runs on, and there is no Popen to kill
+    it by. Held, the signal waits until `release`, which the caller calls first thing inside the try
+    whose `except` kills the child. The child must start with the mask put back: pass
+    `preexec_fn=lambda: release(mask)` (a blocked mask survives exec)."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+
+
+def release(mask: set[int]) -> None:
+    """Put back the mask `hold` returned; a signal held meanwhile is raised now (Interrupted)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)

@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from envbuild._util.record import Record
+from envbuild._util.signals import hold, release
 from envbuild.engine import current_engine
 from envbuild.engine.base import EngineError
 from envbuild.errors import VerifyError
@@ -152,17 +153,24 @@ def run_step(item: Step, timeout: float) -> tuple[int, str, str]:
     whole on a timeout or an interrupt: runtimes fork helpers (squashfuse, the unpacked container's
     processes) that must not outlive envbuild. subprocess.TimeoutExpired after the kill."""
     env = {**os.environ, **item.env} if item.env else None
-    process = subprocess.Popen(
-        list(item.argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        env=env,
-        start_new_session=True,
-    )
+    mask = hold()  # a signal in the step's first milliseconds must not escape Popen() (signals.hold)
     try:
+        process = subprocess.Popen(
+            list(item.argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env=env,
+            start_new_session=True,
+            preexec_fn=lambda: release(mask),
+        )
+    except BaseException:
+        release(mask)
+        raise
+    try:
+        release(mask)  # a signal held since hold() is raised here, where the group is killed
         stdout, stderr = process.communicate(timeout=timeout)
     except BaseException:  # the timeout, KeyboardInterrupt (SIGINT/SIGTERM/SIGHUP), anything
         with contextlib.suppress(ProcessLookupError, PermissionError):

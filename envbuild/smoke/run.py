@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 
+from envbuild._util.signals import hold, release
 from envbuild.errors import EnvbuildError, UsageError
 from envbuild.smoke import DEFAULT_TIMEOUT_S, FRAMEWORKS, program_files
 from envbuild.smoke.report import parse_report, redact_checks, validate, without_progress
@@ -88,8 +89,17 @@ def _run_reaped(argv: list[str], *, timeout: float, cwd: str) -> subprocess.Comp
     kills the program and waits for it: subprocess.run waits only 0.25 s after a KeyboardInterrupt, so
     on a loaded host envbuild could exit first and leave the killed program to init, unreaped."""
     pipe = subprocess.PIPE
-    with subprocess.Popen(argv, stdout=pipe, stderr=pipe, text=True, cwd=cwd) as process:
+    mask = hold()  # a signal in the child's first milliseconds must not escape Popen() (signals.hold)
+    try:
+        process = subprocess.Popen(
+            argv, stdout=pipe, stderr=pipe, text=True, cwd=cwd, preexec_fn=lambda: release(mask)
+        )
+    except BaseException:
+        release(mask)
+        raise
+    with process:
         try:
+            release(mask)  # a signal held since hold() is raised here, where the child is killed
             out, err = process.communicate(timeout=timeout)
         except BaseException:
             process.kill()
