@@ -9,9 +9,11 @@ signal.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from envbuild._util.signals import signals_interrupt
 from envbuild.cli.commands import HANDLERS
@@ -29,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parsers[getattr(args, "command_path", "")].print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        with signals_interrupt():
+        with signals_interrupt(), _engine_of(args):
             return handler(args)
     except EnvbuildError as exc:
         from envbuild._util.redact import redact  # only on the way out: resolve pays nothing for it
@@ -52,6 +54,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             "the traceback\n"
         )
         return EXIT_FAILURE
+
+
+@contextlib.contextmanager
+def _engine_of(args: argparse.Namespace) -> Iterator[None]:
+    """The container engine a command with --engine uses, for the command: --engine, else
+    ENVBUILD_ENGINE, else docker (`build` then layers envbuild.toml's [build] engine in too). A command
+    without the flag never imports the engine."""
+    if not hasattr(args, "engine"):
+        yield
+        return
+    from envbuild.engine import selected
+    from envbuild.stages.settings import layered, rule_named
+
+    name, _ = layered(rule_named("engine"), args.engine, os.environ, None)
+    with selected(str(name)):
+        yield
 
 
 def console() -> None:

@@ -292,6 +292,7 @@ def build(args: argparse.Namespace) -> int:
     import os
 
     from envbuild.audit.skip import parse_flags
+    from envbuild.engine import select_engine
     from envbuild.pipeline import build_spec, summary_table
     from envbuild.stages.settings import build_settings
 
@@ -301,6 +302,7 @@ def build(args: argparse.Namespace) -> int:
     settings = build_settings(
         {
             "out_dir": args.output,
+            "engine": args.engine,
             "builder": args.builder,
             "smoke_device": args.smoke_device,
             "gpu_access": args.gpu_access,
@@ -317,6 +319,7 @@ def build(args: argparse.Namespace) -> int:
         allow_edited_lock=args.allow_edited_lock,
     )
     settings = settings.replace(sign_key=_sign_key(args, push=settings.push))
+    select_engine(settings.engine)  # with envbuild.toml's [build] engine in its layers; app restores it
     results = build_spec(
         _load(args),
         spec,
@@ -455,18 +458,9 @@ def _gpu_access(args: argparse.Namespace) -> str:
     """--gpu-access, else ENVBUILD_GPU_ACCESS, else auto (the precedence of every build setting)."""
     import os
 
-    from envbuild.engine.cdi import GPU_ACCESS
-    from envbuild.errors import UsageError
+    from envbuild.stages.settings import layered, rule_named
 
-    if args.gpu_access:
-        return args.gpu_access
-    value = os.environ.get("ENVBUILD_GPU_ACCESS", "").strip()
-    if value and value not in GPU_ACCESS:
-        raise UsageError(
-            f"ENVBUILD_GPU_ACCESS={value!r} is not one of {', '.join(GPU_ACCESS)}",
-            fix="set it to auto, legacy or cdi (e.g. ENVBUILD_GPU_ACCESS=cdi), or unset it",
-        )
-    return value or "auto"
+    return str(layered(rule_named("gpu_access"), args.gpu_access, os.environ, None)[0])
 
 
 def _labels_of(image: str, runtime: str) -> tuple[dict[str, object], str | None]:

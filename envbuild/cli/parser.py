@@ -361,6 +361,7 @@ def _build(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
     add_target(which, "build this [[target]]")
     which.add_argument("--all", action="store_true", help="build every target and print a summary")
+    add_engine(parser, spec=True)
     parser.add_argument(
         "--smoke-device",
         choices=DEVICES,
@@ -402,6 +403,17 @@ def _build(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
 
 
+def add_engine(parser: argparse.ArgumentParser, *, spec: bool = False) -> None:
+    from envbuild.spec.model import ENGINES
+
+    where = ", else [build] engine in envbuild.toml" if spec else ""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help=f"the container engine, docker or podman (default: ENVBUILD_ENGINE{where}, else docker)",
+    )
+
+
 def add_gpu_access(parser: argparse.ArgumentParser) -> None:
     from envbuild.engine.cdi import GPU_ACCESS
 
@@ -424,6 +436,7 @@ def _verify(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--smoke-device", choices=DEVICES, help="default: the image's label, else gpu (with --from-log: gpu)"
     )
+    add_engine(parser)
     add_gpu_access(parser)
     parser.add_argument(
         "--precision", choices=PRECISIONS, help=f"default: the image's label, else {DEFAULT_PRECISION}"
@@ -488,6 +501,7 @@ def _promote(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--push", action="store_true", help="push the tags, with the image's SBOM and provenance attached"
     )
+    add_engine(parser)
     add_sign_key(parser)
 
 
@@ -678,6 +692,7 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
         help="what `verify --runtime` will run containers with here (default: docker); another checks "
         "that runtime (binary, version, GPU path) instead of the Docker Engine and toolkit",
     )
+    add_engine(parser)
     add_json(parser, "the checks as JSON")
     add_matrix(parser)
 

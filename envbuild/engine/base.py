@@ -37,6 +37,8 @@ class ContainerEngine:
     """One container engine. Subclasses fill the hooks; nothing else in envbuild builds a client."""
 
     name: ClassVar[str] = "engine"
+    title: ClassVar[str] = "the container engine"  # in messages: "cannot reach the Docker Engine"
+    gpu_paths: ClassVar[tuple[str, ...]] = ("cdi", "legacy")  # how its containers can reach GPUs (cdi.py)
 
     def client(self, timeout: float | None = QUICK_S) -> Any:
         """The engine's high-level client, each request waiting at most `timeout` seconds (None: no
@@ -64,6 +66,15 @@ class ContainerEngine:
     def version(self) -> str | None:
         """The engine's version, or None when it cannot say (best effort: for records)."""
         raise NotImplementedError
+
+    def create_container(self, client: Any, image: str, options: dict[str, Any], *, gpu: str | None) -> Any:
+        """Create (not start) a container of `image` with the docker SDK's `containers.create` options,
+        given every GPU through path `gpu` ("cdi" | "legacy"; None: no GPU). Returns the SDK's
+        Container; the SDK's errors pass through for the caller to word."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Give back what this engine started for the process (Podman: its API service); a no-op else."""
 
     def remove_tags(self, tags: list[str]) -> None:
         """Untag each of `tags` (the image stays); best effort, for undoing a failed promotion."""

@@ -17,6 +17,7 @@ from envbuild.engine.base import QUICK_S, REFUSED_FIX, TRANSFER_S, VERSION_S, Co
 
 class DockerEngine(ContainerEngine):
     name = "docker"
+    title = "Docker Engine"
 
     def __init__(self, *, base_url: str | None = None) -> None:
         self.base_url = base_url
@@ -70,6 +71,21 @@ class DockerEngine(ContainerEngine):
             return None
         finally:
             client.close()
+
+    def create_container(self, client: Any, image: str, options: dict[str, Any], *, gpu: str | None) -> Any:
+        import docker.types
+
+        from envbuild.engine.cdi import ALL_GPUS
+
+        if gpu == "cdi":  # the Engine resolves the CDI device itself (Docker >= 25, CDI enabled)
+            options = {
+                **options,
+                "device_requests": [docker.types.DeviceRequest(driver="cdi", device_ids=[ALL_GPUS])],
+            }
+        elif gpu == "legacy":  # count=-1 is every GPU: the default count of a DeviceRequest is 0 GPUs
+            request = docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])
+            options = {**options, "device_requests": [request]}
+        return client.containers.create(image, **options)
 
     def remove_tags(self, tags: list[str]) -> None:
         try:  # best effort: this undoes a promotion that already failed, and must not hide why

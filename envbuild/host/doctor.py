@@ -869,8 +869,16 @@ def run_doctor(
             ("docker engine", lambda: check_docker(deadline, gpu=False)),
             ("buildkit", lambda: [check_buildkit()]),
         ]
+    if current_engine().name == "podman":  # Podman's own checks stand where the Engine's and BuildKit's do
+        from envbuild.host.podmancheck import check_podman
+
+        steps = [step for step in steps if step[0] != "buildkit"]
+        steps = [
+            ("podman", lambda: check_podman(deadline, gpu=gpu)) if name == "docker engine" else (name, step)
+            for name, step in steps
+        ]
     if runtime != "docker":
-        steps = [step for step in steps if step[0] not in ("docker engine", "buildkit")]
+        steps = [step for step in steps if step[0] not in ("docker engine", "podman", "buildkit")]
         steps.append((runtime, lambda: check_runtime(runtime, deadline, gpu=gpu)))
     for registry in registries:
         steps.append((f"registry {registry}", lambda registry=registry: [check_registry(registry, deadline)]))

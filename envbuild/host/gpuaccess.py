@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 
+from envbuild.engine import current_engine
 from envbuild.engine.cdi import ALL_GPUS, GENERATE_FIX, GPU_KIND, find_specs, gpu_devices, gpu_path, spec_dirs
 from envbuild.host.check import Check
 
@@ -70,14 +71,26 @@ def check_gpu_access() -> list[Check]:
             else "install nvidia-container-toolkit for Docker's --gpus, or use CDI (--gpu-access cdi)",
         )
     )
+    engine = current_engine()
     path = gpu_path("auto", readable)
     why = f"a spec names {ALL_GPUS}" if path == "cdi" else f"no spec names {GPU_KIND}=all"
+    if path not in engine.gpu_paths:  # Podman: CDI or nothing
+        checks.append(
+            Check(
+                name="GPU path",
+                status="fail",
+                evidence=f"{engine.title} reaches GPUs only through CDI, and {why}",
+                fix=GENERATE_FIX,
+            )
+        )
+        return checks
+    ready = path == "cdi" or hook
     checks.append(
         Check(
             name="GPU path",
-            status="ok" if path == "cdi" or hook else "warn",
+            status="ok" if ready else "warn",
             evidence=f"verify --gpu-access auto would use {path} ({why})",
-            fix=None if path == "cdi" or hook else f"neither path is ready: {GENERATE_FIX}",
+            fix=None if ready else f"neither path is ready: {GENERATE_FIX}",
         )
     )
     return checks

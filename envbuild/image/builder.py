@@ -28,7 +28,9 @@ from envbuild._util.redact import redact
 from envbuild.engine import current_engine
 from envbuild.engine.base import EngineError
 from envbuild.errors import BuildError, UsageError
-from envbuild.image.buildcause import Causes, StepWords, buildkit_output
+from envbuild.image.buildcause import StepWords, buildkit_output
+from envbuild.image.buildfailure import build_failure as _failure
+from envbuild.image.buildfailure import step_name
 from envbuild.image.platforms import describe, host_platform, platform_of
 from envbuild.matrix.platforms import normalize
 
@@ -44,18 +46,14 @@ _API_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _BK_LINE = re.compile(r"^#(\d+) (.*)$")
 _BK_STEP = re.compile(r"^\[(?:([^\]\s]+) +)? *(\d+)/(\d+)\] (.*)$")
 _ERROR_WORD = re.compile(r"error", re.IGNORECASE)
-# the step's exit status in BuildKit's "executor failed running [...]: exit code: 100" (or "did not
-# complete successfully: exit code: 100") and the classic builder's "returned a non-zero code: 100"
-_EXIT_CODE = re.compile(r"(?:exit code:|non-zero code:) (\d+)")
 _STDERR_START = "\x1b[91m"  # the classic builder's colour around a RUN's stderr
 _STDERR_END = "\x1b[0m"
-_STEP_WIDTH = 160  # characters of a failed step's instruction in the error
 
 
 class BuildResult(Record):
     __slots__ = ("image_id", "backend", "seconds", "steps")
     image_id: str  # "sha256:..."
-    backend: str  # "api" | "buildkit"
+    backend: str  # "api" | "buildkit" | "podman"
     seconds: float
     steps: int  # distinct steps seen in the output
 
@@ -109,6 +107,15 @@ def buildkit_available(cli: str | None = None) -> bool:
 
 
 def choose_backend(requested: str) -> str:
+    """The backend a build with `--builder requested` uses on the current engine: Podman builds
+    with `podman build` whatever `auto` would pick on Docker; api and buildkit are Docker's own."""
+    if current_engine().name == "podman":
+        if requested not in ("auto", "podman"):  # podman: the backend a render already chose
+            raise UsageError(
+                f"--builder {requested} is a Docker Engine builder; Podman builds with `podman build`",
+                fix="use --builder auto with --engine podman, or --engine docker for this builder",
+            )
+        return "podman"
     if requested not in BACKENDS:
         raise UsageError(
             f"unknown builder {requested!r}", fix=f"use one of: {', '.join(BACKENDS)} (e.g. --builder auto)"
@@ -123,6 +130,12 @@ def choose_backend(requested: str) -> str:
         f"the docker client ({docker_cli() or 'none found'}) cannot run BuildKit builds",
         fix="install docker-buildx, or use --builder api",
     )
+
+
+def runs_mounts(backend: str) -> bool:
+    """Whether `backend` runs `RUN --mount=type=bind` (the plan's `buildkit`): BuildKit and podman's
+    buildah do; the classic builder does not, and gets a context that COPYs instead."""
+    return backend in ("buildkit", "podman")
 
 
 def build_image(
@@ -140,8 +153,8 @@ def build_image(
     `platform` (linux/amd64, linux/arm64; None: the Engine's own) is what the image must be for: the
     build asks for it, and an image of any other architecture fails here, before anything can tag or
     push it (a classic builder may ignore the request and build for the host from a local base)."""
-    backend = choose_backend(backend) if backend == "auto" else backend
-    if backend not in ("api", "buildkit"):
+    backend = choose_backend(backend)
+    if backend not in ("api", "buildkit", "podman"):
         raise UsageError(f"unknown builder {backend!r}", fix="use one of: auto, buildkit, api")
     if not os.path.isdir(context):
         raise BuildError(f"build context {context} is not a directory", fix="run `envbuild render` first")
@@ -153,6 +166,20 @@ def build_image(
         try:
             if backend == "api":
                 image_id, steps = _build_api(context, log, log_path, no_cache, progress, labels, platform)
+            elif backend == "podman":
+                from envbuild.image.podmanbuild import build_podman
+
+                engine = current_engine()
+                image_id, steps = build_podman(
+                    engine,  # type: ignore[arg-type]  # choose_backend: the podman backend is Podman's
+                    context,
+                    log,
+                    log_path,
+                    no_cache,
+                    progress,
+                    labels,
+                    platform,
+                )
             else:
                 image_id, steps = _build_buildkit(
                     context, log, log_path, no_cache, progress, labels, platform
@@ -207,46 +234,6 @@ def check_platform(image_id: str, platform: str, *, log_path: str | None = None)
             "Architecture)",
         )
     return found
-
-
-def _failure(step: str | None, detail: str, log_path: str, causes: Causes | None = None) -> BuildError:
-    """The build's error: the step, then the lines in which its tool said why (buildcause) or, when it
-    said nothing recognisable, the builder's own error lines; build.log holds the rest."""
-    where = f"at step {step}" if step else "before the first step"
-    if causes is None or not causes.lines:
-        lines = [line for line in redact(detail).splitlines() if line.strip()]
-        return BuildError(
-            f"docker build failed {where}" + "".join(f"\n    {line}" for line in lines),
-            fix=f"read the full log: {log_path}",
-        )
-    codes = _EXIT_CODE.findall(detail)  # the builder's own line is the last: a tool may print one too
-    status = f" (exit code {codes[-1]})" if codes else ""
-    more = [f"({causes.more} more such line(s) in the log)"] if causes.more else []
-    return BuildError(
-        f"docker build failed {where}{status}; the step's output says:"
-        + "".join(f"\n    {line}" for line in (*causes.lines, *more)),
-        fix=f"read the full log: {log_path}",
-    )
-
-
-def step_name(number: str, total: str, instruction: str) -> str:
-    """ "8/10: RUN /opt/envbuild-uv/uv pip install ... -r /opt/envbuild/requirements.txt": a RUN's
-    --mount flags left out (every envbuild RUN has them) and a long instruction cut between words in
-    its middle, so the command and what it installs both stay in view."""
-    words = instruction.split()
-    if words[:1] == ["RUN"]:
-        words = [words[0], *(w for w in words[1:] if not w.startswith("--mount="))]
-    if len(" ".join(words)) > _STEP_WIDTH:
-        head: list[str] = []
-        while words and len(" ".join([*head, words[0]])) <= _STEP_WIDTH // 2:
-            head.append(words.pop(0))
-        tail: list[str] = []
-        while words and len(" ".join([words[-1], *tail])) <= _STEP_WIDTH // 2:
-            tail.insert(0, words.pop())
-        if words and len(head) < 2:  # one word longer than the room: cut it
-            head, tail = [" ".join(head + words + tail)[: _STEP_WIDTH // 2]], []
-        words = [*head, "…", *tail] if words else [*head, *tail]
-    return f"{number}/{total}: {' '.join(words)}"
 
 
 def _build_api(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import os
 import posixpath
+import re
 import shutil
 import tarfile
 import tempfile
@@ -366,7 +367,7 @@ def _read_engine(image, ref: str, layers: Layers) -> list[str]:  # image: docker
                     aliases[member.name] = posixpath.normpath(
                         posixpath.join(posixpath.dirname(member.name), member.linkname)
                     )
-                elif member.isfile() and _is_layer_name(member.name):
+                elif member.isfile() and is_layer_name(member.name):
                     handle = archive.extractfile(member)
                     head = handle.read(1) if handle is not None else b""
                     if head and head != b"{":  # an OCI blob that is JSON (config, manifest) is no layer
@@ -380,10 +381,15 @@ def _read_engine(image, ref: str, layers: Layers) -> list[str]:  # image: docker
     return [aliases.get(name, name) for name in names]
 
 
-def _is_layer_name(name: str) -> bool:
-    """A layer tarball in `docker save` output: `<id>/layer.tar` (docker <= 24), or a blob of the OCI
-    layout docker >= 25 writes (the layers, and the JSON config and manifests, which are skipped)."""
-    return name.endswith("/layer.tar") or name.startswith("blobs/sha256/")
+_ARCHIVE_LAYER = re.compile(r"^[0-9a-f]{64}\.tar$")
+
+
+def is_layer_name(name: str) -> bool:
+    """A layer tarball in `docker save` output: `<id>/layer.tar` (docker <= 24), a blob of the OCI
+    layout docker >= 25 writes (the layers, and the JSON config and manifests, which are skipped), or
+    `<digest>.tar`, as containers/image's docker-archive writes them (Podman's compat `images/get`:
+    its `<id>/layer.tar` entries are links to those)."""
+    return name.endswith("/layer.tar") or name.startswith("blobs/sha256/") or bool(_ARCHIVE_LAYER.match(name))
 
 
 def _layer_names(manifest: object, ref: str) -> list[str]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 
 from envbuild._util.http import attempts
@@ -130,7 +131,7 @@ def promote(
     try:
         client = current_engine().client(timeout=PUSH_TIMEOUT_S)
     except EngineError as exc:
-        raise PromoteError(f"cannot reach the Docker Engine: {exc.message}", fix=exc.fix) from None
+        raise PromoteError(f"cannot reach the {current_engine().title}: {exc.message}", fix=exc.fix) from None
 
     extra = {key: value for key, value in (labels or {}).items() if key.startswith(AUDIT)}
     promoted = _label(client, image_id, {**labels_for(image_id, report, device), **extra})
@@ -183,9 +184,11 @@ def _local_image_id(image: str) -> str:
     try:
         found = current_engine().image_id(image)
     except EngineError as exc:
-        raise PromoteError(f"cannot reach the Docker Engine: {exc.message}", fix=exc.fix) from None
+        raise PromoteError(f"cannot reach the {current_engine().title}: {exc.message}", fix=exc.fix) from None
     if found is None:
-        raise PromoteError(f"image {image!r} is not in this Docker Engine", fix="build and verify it first")
+        raise PromoteError(
+            f"image {image!r} is not in this {current_engine().title}", fix="build and verify it first"
+        )
     return found
 
 
@@ -198,7 +201,7 @@ def _label(client: object, image_id: str, labels: dict[str, str]) -> str:
         api.inspect_image(image_id)
     except docker.errors.ImageNotFound:
         raise PromoteError(
-            f"image {image_id!r} is not in this Docker Engine", fix="build and verify it first"
+            f"image {image_id!r} is not in this {current_engine().title}", fix="build and verify it first"
         ) from None
     built: str | None = None
     try:
@@ -268,6 +271,21 @@ class PushProgress:
             )
 
 
+_STATUS_DIGEST = re.compile(r"\bdigest: (sha256:[0-9a-f]{64})\b")
+
+
+def pushed_digest(chunk: object) -> str | None:
+    """The manifest digest a push stream's chunk reports: Docker's {"aux": {"Digest": ...}}, or the
+    status line "TAG: digest: sha256:... size: N", which is all Podman's compat API sends."""
+    if not isinstance(chunk, dict):
+        return None
+    aux = chunk.get("aux")
+    if isinstance(aux, dict) and isinstance(aux.get("Digest"), str):
+        return str(aux["Digest"])
+    match = _STATUS_DIGEST.search(str(chunk.get("status") or ""))
+    return match.group(1) if match else None
+
+
 def _push(client: object, ref: str, retries: int, say: Callable[[str], None] | None = None) -> str:
     """Push one tag, reading the whole stream; its manifest digest, or a PromoteError after retries."""
     import docker.errors
@@ -287,13 +305,11 @@ def _push(client: object, ref: str, retries: int, say: Callable[[str], None] | N
                 if failure:
                     error = failure
                     continue  # read to the end: the daemon closes the stream after an error
-                aux = chunk.get("aux") if isinstance(chunk, dict) else None
-                if isinstance(aux, dict) and aux.get("Digest"):
-                    digest = str(aux["Digest"])
+                digest = pushed_digest(chunk) or digest
         except docker.errors.APIError as exc:
             error = str(exc.explanation or exc)
         except requests.exceptions.RequestException as exc:
-            error = f"lost the connection to the Docker Engine: {exc}"
+            error = f"lost the connection to the {current_engine().title}: {exc}"
         if not error and digest:
             return digest
         if not error:

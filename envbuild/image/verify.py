@@ -30,7 +30,7 @@ from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild._util.redact import redact
 from envbuild.engine import current_engine
-from envbuild.engine.base import QUICK_S, EngineError
+from envbuild.engine.base import QUICK_S, ContainerEngine, EngineError
 from envbuild.engine.cdi import ALL_GPUS, GENERATE_FIX, NO_SPEC, gpu_path
 from envbuild.errors import EnvbuildError, UsageError, VerifyError
 from envbuild.image.containers import remove_container
@@ -113,10 +113,17 @@ def explain_engine_error(text: str) -> VerifyError | None:
     Pure apart from reading the bundled matrix for the driver floor of an unsatisfied CUDA condition.
     """
     if 'device driver "cdi"' in text or "CDI device injection" in text or "unresolvable CDI devices" in text:
+        engine = current_engine()
+        if engine.name == "podman":  # Podman reads its own spec directories (containers.conf)
+            fix = f"the device must be in a spec in /etc/cdi or /var/run/cdi: {GENERATE_FIX}"
+        else:
+            fix = (
+                "Docker 25 or later serves CDI (enable the `cdi` feature in /etc/docker/daemon.json on "
+                f"25-27), and the device must be in a spec ({GENERATE_FIX}); or run with --gpu-access legacy"
+            )
         return VerifyError(
-            f"this Docker Engine did not give the container the CDI device {ALL_GPUS}: {redact(text)}",
-            fix="Docker 25 or later serves CDI (enable the `cdi` feature in /etc/docker/daemon.json on "
-            f"25-27), and the device must be in a spec ({GENERATE_FIX}); or run with --gpu-access legacy",
+            f"this {engine.title} did not give the container the CDI device {ALL_GPUS}: {redact(text)}",
+            fix=fix,
         )
     if _NO_GPU_RE.search(text):
         return VerifyError(
@@ -187,14 +194,13 @@ def verify_image(
         raise UsageError(f"smoke device {device!r} is not valid", fix="use one of: cpu, gpu")
     import docker
     import docker.errors
-    import docker.types
     import requests
 
     engine = current_engine()
     try:
         client = engine.client(timeout=max(timeout, QUICK_S))
     except EngineError as exc:
-        raise VerifyError(f"cannot reach the Docker Engine: {exc.message}", fix=exc.fix) from None
+        raise VerifyError(f"cannot reach the {engine.title}: {exc.message}", fix=exc.fix) from None
 
     if "@sha256:" in image:  # a candidate from a remote builder: pull it by digest when it is not local
         try:
@@ -216,24 +222,17 @@ def verify_image(
         "environment": smoke_environment(device, env) or None,
         "detach": True,
     }
-    path = None
-    if device == "gpu":
-        path = gpu_path(gpu_access)
-        if path is None:
-            raise VerifyError(NO_SPEC, fix=f"{GENERATE_FIX}, or run with --gpu-access legacy")
-        if path == "cdi":  # the Engine resolves the CDI device itself (Docker >= 25, CDI enabled)
-            request = docker.types.DeviceRequest(driver="cdi", device_ids=[ALL_GPUS])
-        else:  # count=-1 is every GPU: the default count of a DeviceRequest is 0 GPUs
-            request = docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])
-        options["device_requests"] = [request]
+    path = engine_gpu_path(engine, gpu_access) if device == "gpu" else None
 
     container = None
     try:
         try:
-            container = client.containers.create(image, **options)
-        except docker.errors.ImageNotFound:
+            container = engine.create_container(client, image, options, gpu=path)
+        except docker.errors.NotFound as exc:
+            if not _no_such_image(exc):
+                raise _engine_error(exc, "create") from None
             raise VerifyError(
-                f"image {image!r} is not in this Docker Engine",
+                f"image {image!r} is not in this {engine.title}",
                 fix="build it first (`envbuild build`), or pull it",
             ) from None
         except docker.errors.APIError as exc:
@@ -282,11 +281,34 @@ def verify_image(
         image_id=image_id,
         platform=platform,
         emulated=bool(run is not None and run.emulated),
-        runtime="docker",
+        runtime=engine.name,
         checks=asked_checks(imports, command),
     )
     verification.report["gpu_access"] = path  # a host fact, as the runtime is: which GPU path ran
     return verification
+
+
+def engine_gpu_path(engine: ContainerEngine, gpu_access: str) -> str:
+    """The path a GPU smoke step on `engine` takes ("cdi" | "legacy"), or the VerifyError saying why
+    there is none: no spec names nvidia.com/gpu=all where CDI is needed, or `legacy` asked of an
+    engine without it (Podman reaches GPUs only through CDI)."""
+    if gpu_access == "legacy" and "legacy" not in engine.gpu_paths:
+        raise VerifyError(
+            f"{engine.title} has no legacy GPU request: it reaches GPUs only through CDI",
+            fix=f"run with --gpu-access cdi (or auto); if no spec exists, {GENERATE_FIX}",
+        )
+    path = gpu_path(gpu_access)
+    if path not in engine.gpu_paths:
+        other = ", or run with --gpu-access legacy" if "legacy" in engine.gpu_paths else ""
+        raise VerifyError(NO_SPEC, fix=f"{GENERATE_FIX}{other}")
+    return str(path)
+
+
+def _no_such_image(exc: Exception) -> bool:
+    """Whether an engine's 404 to a create is for the image (Docker: "No such image", Podman's libpod:
+    "image not known"), not for something else the request named."""
+    text = str(getattr(exc, "explanation", None) or exc).lower()
+    return "no such image" in text or "image not known" in text or ("not found" in text and "image" in text)
 
 
 def asked_checks(imports: tuple[str, ...] | None, command: str | None) -> tuple[tuple[str, str], ...] | None:

@@ -147,8 +147,11 @@ TABLE_KEYS = {
     "image": ("repository", "tags", "user", "labels", "env", "devel", "installer"),
     "smoke": (*(setting.key for setting in SMOKE_SETTINGS), "imports", "command"),
     "audit": ("skip",),
+    "build": ("engine",),
     "target": ("name", *STACK_KEYS),
 }
+# the container engines `envbuild build` can use ([build] engine, --engine; envbuild.engine has each)
+ENGINES = ("docker", "podman")
 SKIP_KEYS = ("library", "reason")
 
 
@@ -226,6 +229,14 @@ class SmokeSpec(Record):
     command: str | None
 
 
+class BuildSpec(Record):
+    """[build]: how the team's images are built, where envbuild.toml says (a flag or an ENVBUILD_*
+    variable wins over it: stages.settings)."""
+
+    __slots__ = ("engine",)
+    engine: str | None  # docker | podman (ENGINES); None: not said
+
+
 class Target(Record):
     __slots__ = ("name", "stack")
     name: str
@@ -233,7 +244,7 @@ class Target(Record):
 
 
 class Spec(Record):
-    __slots__ = ("path", "digest", "targets", "packages", "image", "smoke", "audit_skip")
+    __slots__ = ("path", "digest", "targets", "packages", "image", "smoke", "audit_skip", "build")
     path: str
     digest: str  # sha256 of the file's bytes
     targets: tuple[Target, ...]
@@ -243,6 +254,7 @@ class Spec(Record):
     # [audit] skip = [{library = "libtorch_cuda.so", reason = "..."}]: libraries the team decided the
     # audit does not judge (envbuild.audit.skip), for every target; a --skip-audit flag adds to them
     audit_skip: tuple[skipping.AuditSkip, ...]
+    build: BuildSpec
 
     def __init__(
         self,
@@ -254,6 +266,7 @@ class Spec(Record):
         image: ImageSpec,
         smoke: SmokeSpec,
         audit_skip: tuple[skipping.AuditSkip, ...] = (),
+        build: BuildSpec | None = None,
     ) -> None:
         super().__init__(
             path=path,
@@ -263,6 +276,7 @@ class Spec(Record):
             image=image,
             smoke=smoke,
             audit_skip=audit_skip,
+            build=build or BuildSpec(engine=None),
         )
 
     def target(self, name: str | None) -> list[Target]:
@@ -648,7 +662,9 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
     """The Spec, or one UsageError naming every problem in the file (`source`: its text, for
     quoting numbers as written)."""
     reader = _Reader(path, source)
-    reader.check_keys("the top level", data, ("stack", "packages", "image", "smoke", "audit", "target"))
+    reader.check_keys(
+        "the top level", data, ("stack", "packages", "image", "smoke", "audit", "build", "target")
+    )
     stack_table = reader.table(data, "stack")
     if not stack_table:  # nothing below can be judged without it
         if isinstance(data.get("stack", {}), dict):
@@ -731,6 +747,10 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
 
     audit_table = reader.table(data, "audit")
     skips = reader.attempt(lambda: reader.skips(audit_table), ())
+    build_table = reader.table(data, "build")
+    build = BuildSpec(
+        engine=reader.attempt(lambda: reader.text("[build]", build_table, "engine", choices=ENGINES), None)
+    )
 
     targets_raw = data.get("target", [])
     if not isinstance(targets_raw, list):
@@ -791,6 +811,7 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         image=image,
         smoke=smoke,
         audit_skip=skips,
+        build=build,
     )
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def run(build: TargetRun, record: RecordFile) -> tuple[Plan, str]:
-    """The plan and the build backend it was rendered for (BuildKit or the Engine API)."""
+    """The plan and the build backend it was rendered for (BuildKit, the Engine API or podman)."""
     started = time.perf_counter()
     settings, spec = build.settings, build.spec
     backend = image_builder.choose_backend(settings.builder)
@@ -31,7 +31,7 @@ def run(build: TargetRun, record: RecordFile) -> tuple[Plan, str]:
         base_image=settings.base_image,
         wheelhouse=settings.wheelhouse is not None,
         lock=build.lock,
-        buildkit=backend == "buildkit",
+        buildkit=image_builder.runs_mounts(backend),
         platform=build.platform,
     )
     if build.lock is not None:

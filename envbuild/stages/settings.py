@@ -13,6 +13,7 @@ The rules are one table (RULES); a setting added to `envbuild build` is a row th
 from __future__ import annotations
 
 from envbuild._util.record import TYPE_CHECKING, Record
+from envbuild.engine import ENGINES
 from envbuild.engine.cdi import GPU_ACCESS
 from envbuild.errors import UsageError
 from envbuild.smoke import DEVICES
@@ -105,6 +106,16 @@ RULES: tuple[Rule, ...] = (
         example="build",
     ),
     Rule(
+        name="engine",
+        flag="--engine",
+        env="ENVBUILD_ENGINE",
+        spec=lambda spec: spec.build.engine,  # [build] engine
+        default="docker",
+        parse=_choice(ENGINES),
+        accepted=" or ".join(ENGINES),
+        example="podman",
+    ),
+    Rule(
         name="builder",
         flag="--builder",
         env="ENVBUILD_BUILDER",
@@ -195,6 +206,7 @@ class BuildSettings(Record):
 
     __slots__ = (
         "out_dir",
+        "engine",
         "builder",
         "smoke_device",
         "gpu_access",
@@ -210,7 +222,8 @@ class BuildSettings(Record):
         "sources",
     )
     out_dir: str
-    builder: str  # auto | api | buildkit
+    engine: str  # docker | podman: the container engine every stage uses (envbuild.engine)
+    builder: str  # auto | api | buildkit (Podman: auto, which is `podman build`)
     smoke_device: str  # cpu | gpu
     gpu_access: str  # auto | legacy | cdi: how a GPU smoke step reaches the GPUs (envbuild.engine.cdi)
     push: bool
@@ -223,6 +236,12 @@ class BuildSettings(Record):
     sign_key: str | None  # a PEM key: the attached SBOM and provenance are DSSE envelopes it signed
     skip_audit: tuple[AuditSkip, ...]  # the spec's [audit] skip, a flag's replacing one of its library
     sources: dict[str, str]
+
+
+def rule_named(name: str) -> Rule:
+    """The RULES row of setting `name`: the commands beside build (verify, doctor, promote) layer their
+    --engine and --gpu-access with the same row, so every command reads ENVBUILD_ENGINE alike."""
+    return next(rule for rule in RULES if rule.name == name)
 
 
 def layered(rule: Rule, flag: object, env: Mapping[str, str], spec: Spec | None) -> tuple[object, str]:
