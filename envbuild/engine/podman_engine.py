@@ -151,12 +151,13 @@ class PodmanEngine(DockerEngine):
         client = self.client(QUICK_S)
         try:
             version = client.version()
-            info = client.info()
+            api = client.api
+            libpod = api._result(api._get(api._url("/libpod/info")), json=True)
         except Exception as exc:  # the SDK raises requests' errors too
             raise EngineError(str(exc)[:300], fix=SERVICE_FIX) from None
         finally:
             client.close()
-        return {"version": version.get("Version"), "rootless": rootless_of(info, version)}
+        return {"version": version.get("Version"), "rootless": rootless_of(libpod)}
 
     def create_container(self, client: Any, image: str, options: dict[str, Any], *, gpu: str | None) -> Any:
         """Without a GPU, the compat API's create, as Docker's. With one, libpod's own create: Podman 4's
@@ -189,17 +190,14 @@ class PodmanEngine(DockerEngine):
         return [cli, "--remote", "--url", str(self.base_url)] if self.remote else [cli]
 
 
-def rootless_of(info: dict[str, Any], version: dict[str, Any]) -> bool | None:
-    """Whether the service runs rootless: Podman's compat `info` says so in its SecurityOptions
-    ("name=rootless"), and its libpod components in the version answer; None when neither does."""
-    options = info.get("SecurityOptions")
-    if isinstance(options, list):
-        return any("name=rootless" in str(option) for option in options)
-    for component in version.get("Components") or ():
-        details = component.get("Details") if isinstance(component, dict) else None
-        if isinstance(details, dict) and "Rootless" in details:
-            return str(details["Rootless"]).lower() == "true"
-    return None
+def rootless_of(libpod_info: dict[str, Any]) -> bool | None:
+    """Whether the service runs rootless, from libpod's own `info` (host.security.rootless); None when
+    it does not say. The compat `info` cannot tell: a rootless 4.3.1 service reports the same
+    SecurityOptions as a rootful one (both seen here)."""
+    host = libpod_info.get("host")
+    security = host.get("security") if isinstance(host, dict) else None
+    rootless = security.get("rootless") if isinstance(security, dict) else None
+    return rootless if isinstance(rootless, bool) else None
 
 
 def _answers(socket: str) -> bool:

@@ -169,12 +169,13 @@ def test_podman_without_a_cdi_spec_or_asked_for_legacy_has_no_gpu_path(
     assert raised.value.fix.endswith("or run with --gpu-access legacy")  # type: ignore[union-attr]
 
 
-def test_rootless_is_read_from_podmans_security_options() -> None:
-    # podman 4.3.1 as root here: `info` SecurityOptions, no "rootless"
-    assert rootless_of({"SecurityOptions": ["name=seccomp,profile=default"]}, {}) is False
-    assert rootless_of({"SecurityOptions": ["name=seccomp,profile=default", "name=rootless"]}, {}) is True
-    assert rootless_of({}, {"Components": [{"Name": "Podman Engine", "Details": {"Rootless": "true"}}]})
-    assert rootless_of({}, {}) is None
+def test_rootless_is_read_from_libpods_own_info() -> None:
+    # podman 4.3.1's /libpod/info host.security, run by a user with subuids (trimmed), and as root
+    security = {"apparmorEnabled": False, "rootless": True, "seccompEnabled": True, "selinuxEnabled": False}
+    assert rootless_of({"host": {"security": security}}) is True
+    assert rootless_of({"host": {"security": {**security, "rootless": False}}}) is False
+    assert rootless_of({"host": {"security": {"rootless": "yes"}}}) is None  # not a boolean: not said
+    assert rootless_of({"SecurityOptions": ["name=seccomp,profile=default"]}) is None  # the compat info
 
 
 def test_container_host_must_be_a_unix_socket(monkeypatch: pytest.MonkeyPatch) -> None:
