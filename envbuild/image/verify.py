@@ -153,8 +153,8 @@ def _engine_error(exc: Exception, doing: str) -> VerifyError:
     if known is not None:
         return known
     return VerifyError(
-        f"the Docker Engine could not {doing} the smoke container: {redact(str(text))}",
-        fix="check the image reference and that dockerd is healthy (`docker info`)",
+        f"the {current_engine().title} could not {doing} the smoke container: {redact(str(text))}",
+        fix="check the image reference and that the engine is healthy (`docker info`, `podman info`)",
     )
 
 

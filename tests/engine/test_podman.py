@@ -240,3 +240,32 @@ def test_sigterm_during_podman_build_leaves_no_build_container_and_no_tag(
     assert set(podman("ps", "-aq", "--external").stdout.split()) <= before  # buildah's step container is gone
     assert podman("image", "exists", f"{repository}:e2e", check=False).returncode == 1
     assert record(out)["tags"] == []
+
+
+def test_doctor_reports_podman_its_mode_and_that_gpus_need_a_cdi_spec(
+    podman_base: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    no_service_left: None,
+) -> None:
+    monkeypatch.setenv("ENVBUILD_CDI_SPEC_DIRS", str(CDI_FIXTURES / "empty"))
+    assert main(["doctor", "--engine", "podman", "--no-gpu", "--json"]) == 0
+    checks = {check["name"]: check for check in json.loads(capsys.readouterr().out)["checks"]}
+    mode = "rootful" if os.geteuid() == 0 else "rootless"
+    assert checks["podman"]["status"] == "ok" and f", {mode}, API at unix://" in checks["podman"]["evidence"]
+    assert (
+        checks["podman build"]["status"] == "ok"
+        and "buildkit" not in checks
+        and "docker engine" not in checks
+    )
+    main(["doctor", "--engine", "podman", "--json"])  # with the GPU steps: fails, no GPU here
+    checks = {check["name"]: check for check in json.loads(capsys.readouterr().out)["checks"]}
+    assert checks["GPU path"]["status"] == "fail"
+    assert checks["GPU path"]["evidence"] == (
+        "Podman reaches GPUs only through CDI, and no spec names nvidia.com/gpu=all"
+    )
+    assert (
+        checks["GPU path"]["fix"]
+        == "generate one with `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`"
+    )
+    assert checks["nvidia runtime"]["status"] == "skip"
