@@ -29,6 +29,7 @@ from envbuild.smoke import (
     TIMEOUT_RANGE_S,
 )
 from envbuild.spec import validate
+from envbuild.spec.mirrors import MAX_MIRRORS, NO_MIRRORS, Mirrors, check_entry, make_mirrors
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -148,6 +149,7 @@ TABLE_KEYS = {
     "smoke": (*(setting.key for setting in SMOKE_SETTINGS), "imports", "command"),
     "audit": ("skip",),
     "build": ("engine",),
+    "site": ("matrix", "base-image"),
     "target": ("name", *STACK_KEYS),
 }
 # the container engines `envbuild build` can use ([build] engine, --engine; envbuild.engine has each)
@@ -237,6 +239,19 @@ class BuildSpec(Record):
     engine: str | None  # docker | podman (ENGINES); None: not said
 
 
+class SiteSpec(Record):
+    """[site]: what a site sets once for every command and every generated CI file, in place of a flag
+    on each: `matrix` (a team's extended copy of matrix/, relative to envbuild.toml) and `base-image`
+    (the base every target builds on, as --base-image would set it; a flag still wins)."""
+
+    __slots__ = ("matrix", "base_image")
+    matrix: str | None  # an absolute path, resolved against the spec's directory; None: not said
+    base_image: str | None
+
+
+NO_SITE = SiteSpec(matrix=None, base_image=None)
+
+
 class Target(Record):
     __slots__ = ("name", "stack")
     name: str
@@ -244,7 +259,18 @@ class Target(Record):
 
 
 class Spec(Record):
-    __slots__ = ("path", "digest", "targets", "packages", "image", "smoke", "audit_skip", "build")
+    __slots__ = (
+        "path",
+        "digest",
+        "targets",
+        "packages",
+        "image",
+        "smoke",
+        "audit_skip",
+        "build",
+        "mirrors",
+        "site",
+    )
     path: str
     digest: str  # sha256 of the file's bytes
     targets: tuple[Target, ...]
@@ -255,6 +281,8 @@ class Spec(Record):
     # audit does not judge (envbuild.audit.skip), for every target; a --skip-audit flag adds to them
     audit_skip: tuple[skipping.AuditSkip, ...]
     build: BuildSpec
+    mirrors: Mirrors  # [mirrors]: canonical source prefix -> the site's mirror (spec.mirrors)
+    site: SiteSpec
 
     def __init__(
         self,
@@ -267,6 +295,8 @@ class Spec(Record):
         smoke: SmokeSpec,
         audit_skip: tuple[skipping.AuditSkip, ...] = (),
         build: BuildSpec | None = None,
+        mirrors: Mirrors = NO_MIRRORS,
+        site: SiteSpec = NO_SITE,
     ) -> None:
         super().__init__(
             path=path,
@@ -277,6 +307,8 @@ class Spec(Record):
             smoke=smoke,
             audit_skip=audit_skip,
             build=build or BuildSpec(engine=None),
+            mirrors=mirrors,
+            site=site,
         )
 
     def target(self, name: str | None) -> list[Target]:
@@ -552,6 +584,49 @@ class _Reader:
             else base.platforms,
         )
 
+    def mirrors(self, data: dict[str, Any]) -> Mirrors:
+        """[mirrors]: `"source prefix" = "mirror prefix"` lines (spec.mirrors), each checked."""
+        table = data.get("mirrors", {})
+        if not isinstance(table, dict):
+            raise UsageError(f"{self.path}: [mirrors] must be a table", fix="write it as [mirrors]")
+        if len(table) > MAX_MIRRORS:
+            raise UsageError(
+                f"{self.path}: [mirrors] has {len(table)} entries, and at most {MAX_MIRRORS} are accepted",
+                fix="map whole registries or index roots instead of single repositories",
+            )
+        entries, seen = [], {}
+        for source, mirror in table.items():
+            self.bounded("[mirrors]", "key", source)
+            if isinstance(mirror, str):
+                self.bounded("[mirrors]", source, mirror)
+            try:
+                entry = check_entry(source, mirror)
+            except ValueError as exc:
+                self.problems.append(self.fail("[mirrors]", f'"{source}"', mirror, str(exc)))
+                continue
+            if entry.source in seen:
+                self.problems.append(
+                    self.fail(
+                        "[mirrors]",
+                        f'"{source}"',
+                        mirror,
+                        f"names the same source as {seen[entry.source]!r} ({entry.source})",
+                        fix="keep one entry per source",
+                    )
+                )
+                continue
+            seen[entry.source] = source
+            entries.append(entry)
+        return make_mirrors(entries)
+
+    def site_matrix(self, table: dict[str, Any]) -> str | None:
+        """[site] matrix: a folder, relative to envbuild.toml's, made absolute here so every command
+        (and every CI file generated from the spec) finds the same one from any working directory."""
+        value = self.text("[site]", table, "matrix", check=validate.path_text)
+        if value is None:
+            return None
+        return os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(self.path)), value))
+
     def skips(self, table: dict[str, Any]) -> tuple[skipping.AuditSkip, ...]:
         """[audit] skip: a list of {library, reason} tables, one per library."""
         where = "[audit]"
@@ -663,7 +738,9 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
     quoting numbers as written)."""
     reader = _Reader(path, source)
     reader.check_keys(
-        "the top level", data, ("stack", "packages", "image", "smoke", "audit", "build", "target")
+        "the top level",
+        data,
+        ("stack", "packages", "image", "smoke", "audit", "build", "mirrors", "site", "target"),
     )
     stack_table = reader.table(data, "stack")
     if not stack_table:  # nothing below can be judged without it
@@ -752,6 +829,15 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         engine=reader.attempt(lambda: reader.text("[build]", build_table, "engine", choices=ENGINES), None)
     )
 
+    mirrors = reader.attempt(lambda: reader.mirrors(data), NO_MIRRORS)
+    site_table = reader.table(data, "site")
+    site = SiteSpec(
+        matrix=reader.attempt(lambda: reader.site_matrix(site_table), None),
+        base_image=reader.attempt(
+            lambda: reader.text("[site]", site_table, "base-image", check=validate.image_ref), None
+        ),
+    )
+
     targets_raw = data.get("target", [])
     if not isinstance(targets_raw, list):
         reader.problems.append(
@@ -812,6 +898,8 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
         smoke=smoke,
         audit_skip=skips,
         build=build,
+        mirrors=mirrors,
+        site=site,
     )
 
 

@@ -112,6 +112,15 @@ def reject_metacharacters(value: str, *, allowed: str = "") -> str:
     return value
 
 
+def path_text(value: str) -> str:
+    """A file or folder path a spec names (it reaches arguments, never a shell): no shell
+    metacharacters, not empty."""
+    reject_metacharacters(value)
+    if not value.strip():
+        raise ValueError("is empty; accepted: a folder path, relative to envbuild.toml's folder")
+    return value
+
+
 def pip_requirement(value: str) -> str:
     """A PEP 508 requirement. Its one ';' may only begin an environment marker, which
     packaging parses: it reaches requirements files, never a shell."""
