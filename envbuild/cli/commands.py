@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from envbuild.cli.inputs import matrix_of, spec_of
 from envbuild.errors import EXIT_FAILURE, EXIT_NO_STACK, EXIT_OK
 
 
@@ -21,17 +22,7 @@ def _warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
 
 
-def _load(args: argparse.Namespace):
-    """The matrix the --matrix option names (default: the bundled one)."""
-    from envbuild.matrix.load import load_matrix
-
-    return load_matrix(args.matrix)
-
-
-def _spec(args: argparse.Namespace):
-    from envbuild.spec.model import load_spec
-
-    return load_spec(args.file)
+_load, _spec = matrix_of, spec_of  # the matrix and the spec the arguments name (cli.inputs)
 
 
 def _lock_key(args: argparse.Namespace) -> bytes | None:
@@ -267,6 +258,19 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
     finally:
         progress.close()  # a step that raised: its live line goes before the error prints
     _warn_base_images(current, matrix, spec)
+    from envbuild.cli.generators import stale_generated
+
+    generated = [
+        problem(
+            "generated",
+            f"{item.path} is stale ({item.why}); run `{item.command}`",
+            field="file",
+            locked=item.path,
+            wanted=item.command,
+        )
+        for item in stale_generated(spec.path)
+    ]
+    problems = [*problems, *generated]
     if args.json:
         document = {
             "ok": not problems,
@@ -279,7 +283,14 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
     if problems:
         sys.stderr.write(f"error: {path} is out of date:\n")
         sys.stderr.writelines(f"  - {p.message}\n" for p in problems)
-        sys.stderr.write("  fix: run `envbuild lock` and commit envbuild.lock\n")
+        if not generated:
+            sys.stderr.write("  fix: run `envbuild lock` and commit envbuild.lock\n")
+        elif len(generated) == len(problems):
+            sys.stderr.write("  fix: run the commands named above and commit what they write\n")
+        else:
+            sys.stderr.write(
+                "  fix: run `envbuild lock` and the commands named above, and commit what they write\n"
+            )
         return EXIT_FAILURE
     checked = (
         f"target {args.target}" if args.target else f"{len({t.name for t in current.targets})} target(s)"
@@ -585,78 +596,33 @@ def bake(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def ci_github(args: argparse.Namespace) -> int:
-    from envbuild.scaleout.github import write_workflow
-
-    write_workflow(
-        _load(args),
-        _spec(args),
-        args.output,
-        gpu_labels=args.gpu_label,
-        install=args.install,
-        base_image=args.base_image,
-        matrix_dir=args.matrix,
-        action_pins=args.action_pins,
-        qemu=args.qemu,
-        sign_key_secret=args.sign_key_secret,
-    )
-    print(f"wrote {args.output}")
-    return EXIT_OK
-
-
-def ci_gitlab(args: argparse.Namespace) -> int:
-    from envbuild.scaleout.gitlab import write_pipeline
-
-    write_pipeline(
-        _load(args),
-        _spec(args),
-        args.output,
-        gpu_tags=args.gpu_tag,
-        install=args.install,
-        base_image=args.base_image,
-        matrix_dir=args.matrix,
-    )
-    print(f"wrote {args.output}")
-    return EXIT_OK
-
-
-def ci_k8s(args: argparse.Namespace) -> int:
-    from envbuild.scaleout.k8s import write_jobs
-
-    for path in write_jobs(
-        _load(args),
-        _spec(args),
-        args.output,
-        gpu_types=args.gpu_type,
-        node_selectors=args.node_selector,
-        runtime_class=args.runtime_class,
-        namespace=args.namespace,
-        pull_secret=args.image_pull_secret,
-        images=args.image,
-    ):
-        print(f"wrote {path}")
-    return EXIT_OK
-
-
-def ci_slurm(args: argparse.Namespace) -> int:
+def ci_files(args: argparse.Namespace) -> int:
+    """`ci github|gitlab|k8s|slurm`: the files written (each marked with this command), or with --check
+    compared with what is committed (exit 1 naming each stale file)."""
     import os
 
-    from envbuild.scaleout.slurm import write_scripts
+    from envbuild.cli.generators import run_generator
+    from envbuild.scaleout.generated import shown, stale_report
 
-    written = write_scripts(
-        _load(args),
-        _spec(args),
-        args.output,
-        shared_dir=args.shared_dir,
-        runtime=args.runtime,
-        partitions=args.partition,
-        gres=args.gres,
-        time=args.time,
-        account=args.account,
-        spec_path=args.file,
-    )
-    print(f"wrote {', '.join(written)}; run: {os.path.join(args.output, 'submit.sh')} TARGET=REPO@sha256:...")
-    return EXIT_OK
+    run, command = run_generator(args)
+    base = os.path.abspath(args.output)  # each file as the user's -o names it
+
+    def as_typed(path: str) -> str:
+        return args.output if path == base else os.path.join(args.output, os.path.relpath(path, base))
+
+    here = [as_typed(item.path) if item.path.startswith(base) else shown(item.path) for item in run.recorded]
+    if not args.check:
+        print(f"wrote {', '.join(here)}")
+        if args.command_path == "ci slurm":
+            print(f"run: {os.path.join(args.output, 'submit.sh')} TARGET=REPO@sha256:...")
+        return EXIT_OK
+    stale = run.stale()
+    if not stale:
+        print(f"up to date: {', '.join(here)}")
+        return EXIT_OK
+    sys.stdout.write(stale_report(stale) + "\n")
+    sys.stdout.write(f"  fix: run `{command}` and commit what it writes\n")
+    return EXIT_FAILURE
 
 
 def doctor(args: argparse.Namespace) -> int:
@@ -791,10 +757,10 @@ HANDLERS = {
     "promote": promote,
     "attest": attest,
     "bake": bake,
-    "ci github": ci_github,
-    "ci gitlab": ci_gitlab,
-    "ci k8s": ci_k8s,
-    "ci slurm": ci_slurm,
+    "ci github": ci_files,
+    "ci gitlab": ci_files,
+    "ci k8s": ci_files,
+    "ci slurm": ci_files,
     "doctor": doctor,
     "smoke": smoke,
     "matrix check": matrix_check,

@@ -543,6 +543,15 @@ def _bake(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
 
 
+def add_generator_check(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when the committed file(s) differ from what this command would "
+        "write now (the same options)",
+    )
+
+
 def _ci_common(parser: argparse.ArgumentParser) -> None:
     """The options `ci github` and `ci gitlab` share: what every job installs and passes on."""
     parser.add_argument(
@@ -554,6 +563,7 @@ def _ci_common(parser: argparse.ArgumentParser) -> None:
     )
     add_base_image(parser)
     add_matrix(parser)
+    add_generator_check(parser)
 
 
 def _ci_github(parser: argparse.ArgumentParser) -> None:
@@ -621,6 +631,7 @@ def _ci_k8s(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", metavar="NS", help="the Jobs' namespace (default: kubectl's)")
     parser.add_argument("--image-pull-secret", metavar="NAME", help="the Secret the kubelet pulls with")
     add_matrix(parser)
+    add_generator_check(parser)
 
 
 def _ci_slurm(parser: argparse.ArgumentParser) -> None:
@@ -654,6 +665,7 @@ def _ci_slurm(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--account", metavar="A", help="the Slurm account the jobs are charged to")
     add_matrix(parser)
+    add_generator_check(parser)
 
 
 def _doctor(parser: argparse.ArgumentParser) -> None:

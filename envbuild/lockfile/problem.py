@@ -23,6 +23,7 @@ KINDS = (
     "unresolvable",  # the spec and matrix no longer give this target a stack
     "drift",  # a field the spec and matrix decide (stack, python, requirements, indexes) differs
     "stale",  # re-resolving with the lock's own pins gives other packages, versions or hashes
+    "generated",  # a CI file `envbuild ci` wrote differs from what its recorded command writes now
     "unreadable",  # the lock is missing, not a file, or malformed (`--check --json` only; else an error)
 )
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 
 from envbuild import __version__
-from envbuild._util.outputs import check_output, write_output
+from envbuild._util.outputs import check_output
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
@@ -52,6 +52,7 @@ from envbuild.scaleout.ciplan import (
     ci_plan,
     verify_command,
 )
+from envbuild.scaleout.generated import emit
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -355,7 +356,7 @@ def write_workflow(
         qemu=qemu,
         sign_key_secret=sign_key_secret,
     )
-    write_output(path, text, default_name="envbuild.yml", creatable=WORKFLOWS_DIR)
+    emit(path, text)
 
 
 def refuse_expression(flag: str, path: str) -> None:

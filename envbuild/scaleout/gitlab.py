@@ -27,13 +27,14 @@ holding `$` is refused.
 from __future__ import annotations
 
 from envbuild import __version__
-from envbuild._util.outputs import check_output, write_output
+from envbuild._util.outputs import check_output
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
 from envbuild.matrix.platforms import DEFAULT_PLATFORM
 from envbuild.oci.reference import split_tag
 from envbuild.scaleout.ciplan import BUILDKIT_ATTESTATIONS, LOCK_KEY_ENV, ci_plan, verify_command
+from envbuild.scaleout.generated import emit
 from envbuild.scaleout.quoting import comment_text, shell_word, yaml_block, yaml_scalar
 from envbuild.scaleout.repopaths import repo_relative, repo_root
 from envbuild.spec.model import Spec
@@ -139,7 +140,7 @@ def write_pipeline(
         base_image=base_image,
         matrix_path=None if matrix_dir is None else repo_relative(matrix_dir, "--matrix", root, COMMAND),
     )
-    write_output(path, text, default_name=".gitlab-ci.yml")
+    emit(path, text)
 
 
 def refuse_platforms(builds: tuple, spec_path: str) -> None:

@@ -43,7 +43,6 @@ import hashlib
 import os
 import re
 
-from envbuild._util.files import write_atomic
 from envbuild._util.record import Record
 from envbuild.errors import UsageError
 from envbuild.matrix.arch import ArchList
@@ -55,6 +54,7 @@ from envbuild.plan.plan import build_plan
 from envbuild.plan.strategy import strategy_for
 from envbuild.preflight import GUARD_COMMAND, STOP_STATUS, smoke_environment
 from envbuild.resolve.precision import gpus_precision, target_precision
+from envbuild.scaleout.generated import emit
 from envbuild.scaleout.quoting import shell_word, yaml_scalar
 from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec, Target
@@ -342,7 +342,7 @@ def write_jobs(matrix: Matrix, spec: Spec, out_dir: str, **options: object) -> l
             + (f" on {job.gpu_type}" if job.gpu_type else "")
             + f"; validated against Kubernetes {K8S_VERSION}\n"
         )
-        write_atomic(path, header + to_yaml(job.document))
+        emit(path, header + to_yaml(job.document))
         written.append(path)
     return written
 

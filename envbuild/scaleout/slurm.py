@@ -43,10 +43,8 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 
 from envbuild import __version__
-from envbuild._util.files import write_atomic
 from envbuild._util.templates import environment
 from envbuild.errors import UsageError
 from envbuild.matrix.model import Matrix
@@ -58,6 +56,7 @@ from envbuild.runtime import RUNTIMES
 from envbuild.runtime.enroot import enroot_image
 from envbuild.scaleout.bake import bake_target_name
 from envbuild.scaleout.ciplan import ci_plan
+from envbuild.scaleout.generated import emit
 from envbuild.scaleout.quoting import comment_text, shell_word
 from envbuild.smoke import smoke_command
 from envbuild.spec.model import Spec
@@ -296,17 +295,8 @@ def write_scripts(
         check_shared_dir(shared, flag)
     files = slurm_scripts(matrix, spec, shared_dir=shared, **options)  # type: ignore[arg-type]
     written = []
-    try:
-        os.makedirs(out_dir, exist_ok=True)
-        for name, text in files.items():
-            path = os.path.join(out_dir, name)
-            write_atomic(path, text)
-            if name.endswith(".sh"):  # not README.md
-                os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-            written.append(path)
-    except OSError as exc:
-        raise UsageError(
-            f"-o {out_dir}: cannot write the scripts ({exc.strerror or exc})",
-            fix="give -o a directory you can write",
-        ) from None
+    for name, text in files.items():
+        path = os.path.join(out_dir, name)
+        emit(path, text, executable=name.endswith(".sh"))  # not README.md
+        written.append(path)
     return written
