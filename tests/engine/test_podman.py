@@ -55,6 +55,16 @@ def smoke_containers() -> list[str]:
     return podman("ps", "-aq", "--filter", "label=io.envbuild.role=smoke").stdout.split()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def on_podman() -> Iterator[None]:
+    """Every envbuild command of this module runs on Podman: its images, build containers and smoke
+    containers are in Podman's own storage, which the engine group's Docker-wide counts never see, so
+    the module runs in the engine-apart group (tests/helpers/parallel.py PODMAN_MODULES)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ENVBUILD_ENGINE", "podman")
+        yield
+
+
 @pytest.fixture(scope="module")
 def podman_base(bookworm_image: str) -> str:
     """The Docker tests' bookworm base, copied into podman's storage."""

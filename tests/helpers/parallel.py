@@ -12,7 +12,8 @@
     repositories of their own and that start no envbuild smoke or inventory container: the one-node
     Slurm cluster's end-to-end test (its only user), the Charliecloud and HPC runtimes (ch-run, not
     Docker), the rendered-Dockerfile builds (plain `docker run`), and the modules that only
-    `docker build` and run images of their own, push to and promote in registries, or ask doctor.
+    `docker build` and run images of their own, push to and promote in registries, or ask doctor;
+    and the Podman module (PODMAN_MODULES), whose smoke containers are Podman's, not the Engine's.
     tests/unit/test_parallel.py checks they run no smoke step and no inventory through the Engine.
     They are the group the worker that finishes tests/unit and tests/integration early can take,
     about two fifths of the engine tests' time, so that neither worker waits for the other.
@@ -68,6 +69,11 @@ APART_MODULES = frozenset(
         "test_runtime_identify.py",
     }
 )
+# modules whose every envbuild command runs on Podman (a module-wide ENVBUILD_ENGINE=podman, which
+# tests/unit/test_parallel.py checks): their smoke and build containers are Podman's, in Podman's own
+# storage, so the Docker Engine's smoke-container counts of the engine group never see them
+PODMAN_MODULES = frozenset({"test_podman.py"})
+APART_MODULES = APART_MODULES | PODMAN_MODULES
 ENGINE_TESTS = REPO / "tests" / "engine"
 ENGINE_PREFIX = "tests/engine/"  # the same folder, as node ids begin (rootdir-relative)
 ARM64_BASE_FIXTURE = "bookworm_arm64_image"

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.collect import collected
-from tests.helpers.parallel import APART_GROUP, APART_MODULES, ENGINE_GROUP, ENGINE_TESTS, fill_once, scope_of
+from tests.helpers.parallel import (
+    APART_GROUP,
+    APART_MODULES,
+    ENGINE_GROUP,
+    ENGINE_TESTS,
+    PODMAN_MODULES,
+    fill_once,
+    scope_of,
+)
 from tests.helpers.paths import REPO
 
 
@@ -49,7 +57,7 @@ def test_the_apart_modules_run_no_smoke_step_through_the_engine() -> None:
     """The engine group counts the Engine's smoke and inventory containers, so a module beside it
     may start none: no `envbuild build` or Docker verify (a `verify` command line names another
     --runtime), no verify_image or read_inventory, and no Engine-wide container query of its own."""
-    for module in sorted(APART_MODULES):
+    for module in sorted(APART_MODULES - PODMAN_MODULES):
         text = (ENGINE_TESTS / module).read_text()
         compact = re.sub(r"\s+", "", text)  # main(\n["build", ... spread over lines is still a build
         assert 'main(["build"' not in compact and '["build","-f"' not in compact, module
@@ -60,6 +68,18 @@ def test_the_apart_modules_run_no_smoke_step_through_the_engine() -> None:
         for line in text.splitlines():
             if '"verify"' in line and "envbuild" in line:
                 assert '"--runtime"' in line, f"{module}: {line.strip()}"
+
+
+def test_a_podman_module_runs_every_command_on_podman() -> None:
+    """A PODMAN_MODULES module may build and smoke (on Podman): a module-scoped autouse fixture sets
+    ENVBUILD_ENGINE=podman before any of its fixtures run, and nothing in it asks for Docker."""
+    for module in sorted(PODMAN_MODULES):
+        text = (ENGINE_TESTS / module).read_text()
+        fixture = text.index('@pytest.fixture(scope="module", autouse=True)\ndef on_podman()')
+        first = min(text.index("@pytest.fixture"), text.index("\ndef test_"))
+        assert fixture == first, f"{module}: on_podman must be its first fixture"
+        assert 'patch.setenv("ENVBUILD_ENGINE", "podman")' in text[fixture : fixture + 600], module
+        assert '"docker"' not in text and "DOCKER_HOST" not in text, module
 
 
 SMALL_SUITE = {
