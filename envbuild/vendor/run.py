@@ -203,7 +203,7 @@ def vendor(
         for entry in entries:
             run.conda(entry)
         descriptors = []
-        for entry in entries:
+        for entry in {(e.base_image, e.platform): e for e in entries}.values():  # a shared base once
             descriptor, blobs = vendor_image(
                 entry.base_image, spec.mirrors.image(entry.base_image), entry.platform, out, tally
             )
