@@ -226,6 +226,17 @@ def lock(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def vendor(args: argparse.Namespace) -> int:
+    from envbuild._util.progress import Progress
+    from envbuild.vendor.run import vendor_spec
+
+    summary = vendor_spec(
+        args.file, args.output, target=args.target, progress=Progress(None if args.quiet else sys.stderr)
+    )
+    print(summary.line())
+    return EXIT_OK
+
+
 def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
     """`lock --check [--json]`: exit 1 listing what is out of date. With --json the list is one JSON
     document on stdout, a lock that cannot be read included (kind "unreadable"), with the same exit
@@ -751,6 +762,7 @@ HANDLERS = {
     "render": render,
     "init": init,
     "lock": lock,
+    "vendor": vendor,
     "audit": audit,
     "build": build,
     "verify": verify,

@@ -352,6 +352,21 @@ def _lock(parser: argparse.ArgumentParser) -> None:
     add_matrix(parser)
 
 
+def _vendor(parser: argparse.ArgumentParser) -> None:
+    add_spec_file(parser)
+    add_target(parser, "vendor only this target (each of its locked platforms)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="BUNDLE",
+        help="the bundle directory (created; files already there with the right hash are kept)",
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress lines on stderr (errors still print)"
+    )
+
+
 def _build(parser: argparse.ArgumentParser) -> None:
     from envbuild.smoke import DEVICES
 
@@ -862,6 +877,16 @@ COMMANDS: tuple[Command, ...] = (
         "variant's index, the rest from the spec's), solve conda targets' conda packages with rattler, pin "
         "base images by digest through the registry API, and write envbuild.lock next to the spec. "
         "--check: exit 1 when the lock no longer matches.",
+    ),
+    Command(
+        "vendor",
+        "fetch everything envbuild.lock pins into a bundle directory, for an air-gapped build",
+        _vendor,
+        description="From envbuild.lock alone (no resolution): every locked wheel, uv's wheel for each "
+        "platform, every locked conda package file and the base image by digest (an OCI image layout), "
+        "each hash checked, into BUNDLE with its manifest bundle.json. Every URL goes through the spec's "
+        "[mirrors]. Resumable: files already there with the right hash are kept. Exit 1: a fetch failed "
+        "or a hash did not match; 2: bad input (no lock: run `envbuild lock` first).",
     ),
     Command(
         "render",

@@ -208,7 +208,7 @@ def _fill(staging: str, files: dict[str, bytes], wheelhouse: str | None, plan: P
     if plan is not None and plan.installer == "uv":
         from envbuild.render.uvbin import place_uv
 
-        place_uv(os.path.join(staging, "uv"), wheelhouse, plan.platform)
+        place_uv(os.path.join(staging, "uv"), wheelhouse, plan.platform, index=plan.index_url)
 
 
 def write_context(

@@ -7,6 +7,10 @@ Where it comes from:
   envbuild itself runs to lock, so the lock and the image agree on one uv.
 * otherwise: the host's own installed uv (envbuild's dependency), when the host is Linux on the
   image's machine: an x86_64 host's uv cannot run in an arm64 image.
+* otherwise (another machine, no wheelhouse): uv's wheel for the image's machine, fetched from the
+  spec's index (PyPI by default) through its [mirrors], its sha256 checked against the index's
+  listing, and cached (envbuild.vendor.uvwheel: the same fetch `envbuild vendor` bundles uv with);
+  the binary is then checked against the wheel's RECORD like a wheelhouse's.
 
 An executable entering the build is checked: its sha256 must equal the one its distribution's RECORD
 states (the wheel's own RECORD, or the one the installer wrote on the host when it installed the
@@ -27,20 +31,14 @@ import zipfile
 from envbuild.errors import UsageError
 from envbuild.matrix.platforms import DEFAULT_PLATFORM, Platform
 from envbuild.matrix.platforms import platform as platform_named
+from envbuild.spec.mirrors import NO_MIRRORS, Mirrors
+from envbuild.vendor.uvwheel import host_uv_version  # lives in vendor, which bundles uv too
+
+__all__ = ["host_uv_version", "place_uv"]
 
 # uv's Linux wheels: manylinux (glibc >= 2.17) and musllinux (static, runs on any libc), per machine
 _UV_WHEEL = re.compile(r"^uv-(?P<version>[^-]+)-py3-none-(?P<platform>[^-]+)\.whl$")
 PIP_FALLBACK = 'or set installer = "pip" under [image] in envbuild.toml'
-
-
-def host_uv_version() -> str | None:
-    """The version of the uv envbuild runs (its `uv` dependency), or None when it is not installed."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("uv")
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def _record_sha256(value: str) -> str:
@@ -103,11 +101,17 @@ def _from_wheelhouse(directory: str, target: str, image: Platform) -> str:
     return f"uv {match.group('version')} from {name}"
 
 
+def host_runs(image: Platform) -> bool:
+    """Whether this host's own uv binary runs in an image of `image`'s platform."""
+    machine = platform.machine().lower()
+    return sys.platform.startswith("linux") and machine in (image.machine, image.architecture)
+
+
 def _from_host(target: str, image: Platform) -> str:
     from importlib import metadata
 
     machine = platform.machine().lower()
-    if not sys.platform.startswith("linux") or machine not in (image.machine, image.architecture):
+    if not host_runs(image):
         raise UsageError(
             f"installer uv: the {image.name} image needs uv's Linux {image.machine} binary, and this host "
             f"runs {sys.platform} {machine}, so its own uv cannot go in",
@@ -142,12 +146,32 @@ def _from_host(target: str, image: Platform) -> str:
     return f"uv {dist.version} from this host"
 
 
-def place_uv(destination: str, wheelhouse: str | None, image_platform: str = DEFAULT_PLATFORM) -> str:
+def _fetched(target: str, image: Platform, index: str | None, mirrors: Mirrors) -> str:
+    """uv's wheel for the image's machine from the index (cached, sha256 checked against the listing),
+    then its binary checked against the wheel's RECORD."""
+    from envbuild.vendor.uvwheel import cached_uv_wheel
+
+    wheel = cached_uv_wheel(image.name, index=index, mirrors=mirrors)
+    placed = _from_wheelhouse(os.path.dirname(wheel), target, image)
+    return f"{placed} (fetched for {image.name}, cached in {os.path.dirname(wheel)})"
+
+
+def place_uv(
+    destination: str,
+    wheelhouse: str | None,
+    image_platform: str = DEFAULT_PLATFORM,
+    *,
+    index: str | None = None,
+    mirrors: Mirrors = NO_MIRRORS,
+) -> str:
     """Write the checked uv binary for `image_platform` to destination/uv; returns where it came from,
-    for messages."""
+    for messages. Without a wheelhouse on a host of another machine, uv's wheel is fetched from
+    `index` (canonical; None: PyPI) through `mirrors`, and cached."""
     image = platform_named(image_platform)
     os.makedirs(destination, exist_ok=True)
     target = os.path.join(destination, "uv")
     if wheelhouse is not None:
         return _from_wheelhouse(wheelhouse, target, image)
+    if not host_runs(image):
+        return _fetched(target, image, index, mirrors)
     return _from_host(target, image)

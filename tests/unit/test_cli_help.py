@@ -18,8 +18,8 @@ from tests.helpers.paths import REPO
 # render, build (its audit gate), verify, promote; then the scale-out generators, the host and the
 # data; completion last.
 PIPELINE_ORDER = [
-    "init", "resolve", "lock", "render", "build", "audit", "verify", "promote", "attest", "bake", "ci",
-    "doctor", "smoke", "matrix", "completion",
+    "init", "resolve", "lock", "vendor", "render", "build", "audit", "verify", "promote", "attest", "bake",
+    "ci", "doctor", "smoke", "matrix", "completion",
 ]  # fmt: skip
 
 PARSERS = build_parser(every=True)[1]

@@ -33,6 +33,7 @@ LAYERS = (
     "envbuild.refresh",  # `matrix refresh`: reads upstream, writes matrix data; beside resolve, off the build
     "envbuild.plan",  # Plan: what lock, render, build and attest hand on
     "envbuild.lock",  # writes envbuild.lock from plans; never imports render
+    "envbuild.vendor",  # `envbuild vendor`: the lock's files into a bundle; the check that one covers a lock
     "envbuild.render",  # Plan -> files
     "envbuild.engine",  # the one container-engine interface: nothing else builds a Docker client
     "envbuild.image",
