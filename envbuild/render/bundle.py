@@ -16,12 +16,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import stat
 
 from envbuild._util import limits
 from envbuild._util.jsontext import parse_json
 from envbuild._util.record import TYPE_CHECKING, Record
 from envbuild.errors import UsageError
+from envbuild.render.bundleoci import open_member, read_index, read_manifest
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -218,21 +218,6 @@ def read_bundle(directory: str) -> Bundle:
     return parse_bundle(directory, data)
 
 
-def open_member(bundle_dir: str, relative: str):
-    """Open bundle_dir/relative for reading, refusing a symbolic link anywhere on the way (a link
-    could point outside the bundle) and anything but a regular file. OSError when it cannot."""
-    current = bundle_dir
-    for part in relative.split("/"):
-        current = os.path.join(current, part)
-        if stat.S_ISLNK(os.lstat(current).st_mode):
-            raise OSError(f"{relative} is a symbolic link")
-    handle = open(current, "rb")  # noqa: SIM115 - the caller closes it
-    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-        handle.close()
-        raise OSError(f"{relative} is not a regular file")
-    return handle
-
-
 def file_problem(bundle_dir: str, entry: BundleFile) -> str | None:
     """Why the file `entry` lists is not in the bundle as listed (None: it is): missing, a link, of
     another size, or with another sha256."""
@@ -281,7 +266,6 @@ def base_blobs(bundle_dir: str, base_image: str) -> tuple[list[str], list[str]]:
     """(problems, the bundle-relative paths of the base's manifest, config and layers) for the base
     image `base_image` (name:tag@sha256:...): the manifest the lock pins must be in oci/index.json and
     its blobs in oci/blobs (their bytes are checked by the caller)."""
-    from envbuild.render.bundleoci import read_index, read_manifest
 
     digest = base_image.rsplit("@", 1)[-1]
     try:

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import os
+import stat
 import tarfile
 
 from envbuild._util import limits
@@ -62,6 +63,21 @@ class BaseManifest(Record):
     layer_paths: tuple[str, ...]
 
 
+def open_member(bundle_dir: str, relative: str):
+    """Open bundle_dir/relative for reading, refusing a symbolic link anywhere on the way (a link
+    could point outside the bundle) and anything but a regular file. OSError when it cannot."""
+    current = bundle_dir
+    for part in relative.split("/"):
+        current = os.path.join(current, part)
+        if stat.S_ISLNK(os.lstat(current).st_mode):
+            raise OSError(f"{relative} is a symbolic link")
+    handle = open(current, "rb")  # noqa: SIM115 - the caller closes it
+    if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        handle.close()
+        raise OSError(f"{relative} is not a regular file")
+    return handle
+
+
 def _blob(digest: object, what: str) -> str:
     if not isinstance(digest, str) or not digest.startswith("sha256:"):
         raise UsageError(f"--bundle: {what} has no sha256 digest", fix=FIX)
@@ -72,8 +88,6 @@ def _blob(digest: object, what: str) -> str:
 
 
 def _read_json(bundle_dir: str, relative: str, bound: int, digest: str | None = None) -> dict:
-    from envbuild.render.bundle import open_member
-
     try:
         with open_member(bundle_dir, relative) as handle:
             data = handle.read(bound + 1)
@@ -163,8 +177,6 @@ def docker_archive(bundle_dir: str, manifest: BaseManifest, tag: str) -> Iterato
     """The docker-archive tar of the base, chunk by chunk: manifest.json, then the config and each
     layer once, each blob's sha256 checked as it is read (UsageError at the end of a blob that does
     not hash to its name, which ends the upload before the Engine loads it)."""
-    from envbuild.render.bundle import open_member
-
     head = archive_manifest(manifest, tag)
     yield _header("manifest.json", len(head)) + head + _padding(len(head))
     sent: set[str] = set()

@@ -80,6 +80,10 @@ def _inspect(image: str) -> dict:
 def test_build_from_a_bundle_with_no_registry_and_no_index(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, bookworm_image: str, wheelhouse: Path
 ) -> None:
+    def say(line: str) -> None:  # the figures, past capsys (run with -s to see them)
+        with capsys.disabled():
+            print(line)
+
     registry_dir = tmp_path / "registry"
     host, registry = start_registry(registry_dir)
     base = f"{host}/envbuild-test/bundle-base:latest"
@@ -102,7 +106,7 @@ def test_build_from_a_bundle_with_no_registry_and_no_index(
         docker("rmi", base)
         docker("rmi", "-f", local, check=False)
         files = document["files"]
-        print(
+        say(
             f"\nbundle: {len(files)} files, {sum(f['size'] for f in files) / 2**20:.1f} MiB "
             f"({sum(f['kind'] == 'blob' for f in files)} blobs)"
         )
@@ -123,7 +127,7 @@ def test_build_from_a_bundle_with_no_registry_and_no_index(
             code = main([*args, "-o", str(tmp_path / "gap")])
             seconds = time.perf_counter() - started
             assert code == 0, capsys.readouterr().err[-3000:]
-        print(f"air-gapped build --bundle (render, load, build, audit, verify, promote): {seconds:.1f}s")
+        say(f"air-gapped build --bundle (render, load, build, audit, verify, promote): {seconds:.1f}s")
         gap = _record(tmp_path / "gap")
         assert gap["status"] == "promoted" and gap["smoke"]["passed"] is True
         dockerfile = (tmp_path / "gap" / "default" / "Dockerfile").read_text()
@@ -153,9 +157,7 @@ def test_build_from_a_bundle_with_no_registry_and_no_index(
         started = time.perf_counter()
         net_args = ["build", "-f", str(spec), "--base-image", base, "--wheelhouse", str(wheelhouse)]
         assert main([*net_args, "-o", str(tmp_path / "net")]) == 0, capsys.readouterr().err[-3000:]
-        print(
-            f"network build (the same lock, after the air-gapped one): {time.perf_counter() - started:.1f}s"
-        )
+        say(f"network build (the same lock, after the air-gapped one): {time.perf_counter() - started:.1f}s")
         assert f"FROM {canonical}\n" in (tmp_path / "net" / "default" / "Dockerfile").read_text()
         net_image = _inspect(tag)
         base_layers = _inspect(bookworm_image)["RootFS"]["Layers"]
@@ -168,7 +170,7 @@ def test_build_from_a_bundle_with_no_registry_and_no_index(
         assert gap_files == net_files, differ  # every installed file, byte for byte
         assert net_content["dists"] == gap_content["dists"]
         assert len(gap_files) > 1000 and any(d.startswith("torch-2.13.0") for d in gap_content["dists"])
-        print(f"layers identical: {gap_layers == net_layers} ({len(gap_layers)} layers)")
+        say(f"layers identical: {gap_layers == net_layers} ({len(gap_layers)} layers)")
     finally:
         stop(registry)
         docker("rmi", "-f", tag, base, *([local] if local else []), check=False)

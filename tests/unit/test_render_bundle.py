@@ -276,7 +276,8 @@ def test_the_bundle_plan_names_the_local_tag_in_from_only() -> None:
 
 def test_bundle_with_wheelhouse_is_a_usage_error_naming_the_one_to_drop(tmp_path: Path, capsys) -> None:
     spec = tmp_path / "envbuild.toml"
-    spec.write_text('[stack]\ndriver = "580"\nframework = "torch==2.13.0"\npython = "3.11"\nos = "debian12"\n')
+    stack = 'driver = "580"\nframework = "torch==2.13.0"\npython = "3.11"\nos = "debian12"\n'
+    spec.write_text(f"[stack]\n{stack}")
     for command in ("render", "build"):
         code = main([command, "-f", str(spec), "--bundle", str(tmp_path), "--wheelhouse", str(tmp_path)])
         err = capsys.readouterr().err
