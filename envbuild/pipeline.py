@@ -130,6 +130,11 @@ def build_spec(
     # target -> its builds: the spec's platforms, each with its own lock entry, as render has them (a
     # lock error for all before any target starts)
     planned = by_target(builds(matrix, spec, lock, only=target))
+    if settings.bundle is not None:  # every file the lock needs, hash-checked, before any build
+        from envbuild.render.bundle import require_covers
+
+        bundle = require_covers(settings.bundle, lock, [chosen.name for chosen in chosen_targets])
+        settings = settings.replace(wheelhouse=bundle.wheelhouse)  # its wheels/: the --wheelhouse path
     if lock is not None and settings.wheelhouse is not None:  # a lock that outgrew it: before any build
         names = {chosen.name for chosen in chosen_targets}
         require_wheels(settings.wheelhouse, [entry for entry in lock.targets if entry.name in names])

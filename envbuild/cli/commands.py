@@ -136,6 +136,13 @@ def render(args: argparse.Namespace) -> int:
         from envbuild.render.apptainer import check_labels
 
         check_labels(spec)  # before anything is written
+    if args.bundle is not None and args.wheelhouse is not None:
+        from envbuild.errors import UsageError
+
+        raise UsageError(
+            "--bundle and --wheelhouse both give the wheels: a bundle's wheels/ is its wheelhouse",
+            fix="drop --wheelhouse (the bundle's wheels/ is used), or drop --bundle",
+        )
     rendered = render_spec(
         _load(args),
         spec,
@@ -145,6 +152,8 @@ def render(args: argparse.Namespace) -> int:
         target=args.target,
         base_image=args.base_image,
         wheelhouse=args.wheelhouse,
+        bundle=args.bundle,
+        load_base=_bundle_loader(args),
         buildkit=args.builder == "buildkit",
         lock_key=_lock_key(args),
         allow_edited_lock=args.allow_edited_lock,
@@ -173,6 +182,16 @@ def render(args: argparse.Namespace) -> int:
             f"{doc['cuda']}), Python {plan.python}, {plan.strategy} on {plan.base_image}"
         )
     return EXIT_OK
+
+
+def _bundle_loader(args: argparse.Namespace):
+    """render --bundle loads the base into the engine when it writes the context, so that a plain
+    `docker build` of it finds FROM's bundle-local tag; --stdout writes nothing and loads nothing."""
+    if args.bundle is None or args.stdout:
+        return None
+    from envbuild.image.bundlebase import load_base
+
+    return load_base
 
 
 def _lock_progress(args: argparse.Namespace):
@@ -331,6 +350,7 @@ def build(args: argparse.Namespace) -> int:
             "push": args.push,
             "base_image": args.base_image,
             "wheelhouse": args.wheelhouse,
+            "bundle": args.bundle,
             "no_cache": args.no_cache,
             "jobs": args.jobs,
         },

@@ -190,6 +190,11 @@ def add_wheelhouse(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--wheelhouse", metavar="DIR", help=help)
 
 
+def add_bundle(parser: argparse.ArgumentParser, help: str) -> None:
+    """--bundle BUNDLE (issue 38): `envbuild vendor`'s directory; not with --wheelhouse (exit 2)."""
+    parser.add_argument("--bundle", metavar="BUNDLE", help=help)
+
+
 # --- one function per command: its arguments ----------------------------------------------------
 
 
@@ -269,6 +274,7 @@ def _render(parser: argparse.ArgumentParser) -> None:
     add_target(parser, "only this [[target]] (default: all)")
     add_base_image(parser)
     add_wheelhouse(parser, "air-gapped: copy these wheels into the context and install with --no-index")
+    add_bundle(parser, "air-gapped from `envbuild vendor`'s bundle: its wheels, and FROM its base (loaded)")
     parser.add_argument("--stdout", action="store_true", help="print the Dockerfile(s) instead of writing")
     parser.add_argument(
         "--apptainer",
@@ -385,6 +391,9 @@ def _build(parser: argparse.ArgumentParser) -> None:
     add_gpu_access(parser)
     add_base_image(parser, env="ENVBUILD_BASE_IMAGE")
     add_wheelhouse(parser, "air-gapped: install from these wheels; also ENVBUILD_WHEELHOUSE")
+    add_bundle(
+        parser, "air-gapped from `envbuild vendor`'s bundle (no registry, no index); also ENVBUILD_BUNDLE"
+    )
     parser.add_argument(
         "--push",
         action="store_true",

@@ -63,6 +63,11 @@ class ContainerEngine:
         words (and `status`) when the pull is refused."""
         raise NotImplementedError
 
+    def load_image(self, chunks: Any, *, timeout: float | None = TRANSFER_S) -> None:
+        """`docker load`: stream the docker-archive tar `chunks` (an iterator of bytes) to the engine.
+        EngineError with the engine's words when it refuses the archive."""
+        raise NotImplementedError
+
     def version(self) -> str | None:
         """The engine's version, or None when it cannot say (best effort: for records)."""
         raise NotImplementedError

@@ -60,6 +60,16 @@ class DockerEngine(ContainerEngine):
         finally:
             client.close()
 
+    def load_image(self, chunks: Any, *, timeout: float | None = TRANSFER_S) -> None:
+        client = self.api(timeout)
+        try:
+            with _translated():
+                for message in client.load_image(chunks):  # the Engine's progress, and its error
+                    if isinstance(message, dict) and message.get("error"):
+                        raise EngineError(redact(str(message["error"])), fix=REFUSED_FIX)
+        finally:
+            client.close()
+
     def version(self) -> str | None:
         try:  # best effort, for a record: whatever goes wrong (the SDK raises more than its own errors)
             client = self.client(VERSION_S)

@@ -267,6 +267,14 @@ def check_output_dir(out_dir: str) -> None:
         raise UsageError(f"-o {out_dir} exists and is not a directory", fix="pass a directory path")
 
 
+def from_bundle(plan: Plan) -> Plan:
+    """The plan a bundle build's Dockerfile is rendered from: FROM names the base's bundle-local tag
+    (render.bundleoci.bundle_from); the plan kept for labels and records names the canonical base."""
+    from envbuild.render.bundleoci import bundle_from, local_name
+
+    return bundle_from(plan, local_name(plan.base_image))
+
+
 class Rendered(Record):
     """One target's build context for one platform: its plan, its files, where they were written
     (None: not), and its name (<target>, or <target>/<arch> for a target with several platforms)."""
@@ -291,6 +299,8 @@ def render_spec(
     buildkit: bool = True,
     lock_key: bytes | None = None,
     allow_edited_lock: bool = False,
+    bundle: str | None = None,
+    load_base: Callable[[str, str], str] | None = None,
     warn: Callable[[str], None],
 ) -> list[Rendered]:
     """`envbuild render`: every target (or `target`) planned against the lock next to the spec, when
@@ -298,9 +308,19 @@ def render_spec(
     out_dir/<target>/, or out_dir/<target>/<arch>/ per platform (plan.builds.TargetBuild.context).
 
     Every target resolves and renders before anything is written, so a target that fails leaves
-    every context as it was."""
+    every context as it was.
+
+    `bundle` (render --bundle): the bundle must cover the lock (render.bundle.require_covers) before
+    anything is written; its wheels/ is the wheelhouse, and each Dockerfile's FROM names the base's
+    bundle-local tag, which `load_base(bundle, base_image)` (envbuild.image.bundlebase.load_base: the
+    CLI passes it when it writes) loads into the engine."""
     check_output_dir(out_dir)
     lock = lock_for_render(spec, matrix.digest, key=lock_key, allow_edited=allow_edited_lock, warn=warn)
+    if bundle is not None:
+        from envbuild.render.bundle import require_covers
+
+        names = [t.name for t in spec.target(target)] if target is not None else None
+        wheelhouse = require_covers(bundle, lock, names).wheelhouse
     targets: list[tuple[str, list[tuple[TargetBuild, Plan, dict[str, bytes]]]]] = []
     entries: list[LockedTarget] = []  # the lock's entries rendered, for the wheelhouse check
     for name, group in by_target(builds(matrix, spec, lock, only=target)).items():
@@ -319,7 +339,7 @@ def render_spec(
             if build.locked is not None:
                 require_match(build.locked, plan, lock_path(spec.path))
                 entries.append(build.locked)
-            parts.append((build, plan, render_files(plan)))
+            parts.append((build, plan, render_files(from_bundle(plan) if bundle is not None else plan)))
         targets.append((name, parts))
         # what `resolve -f` warns of: a GPU of the target without the [smoke] precision
         gpus = [parse_gpu(gpu, matrix) for gpu in group[0].target.stack.gpus]
@@ -332,6 +352,9 @@ def render_spec(
     if write:
         for name, _ in targets:  # every destination is checked before any is written
             check_destination(out_dir, name)
+    if write and bundle is not None and load_base is not None:
+        for base in sorted({entry.base_image for entry in entries}):
+            load_base(bundle, base)
     done = []
     for name, parts in targets:
         if write and len(parts) == 1:

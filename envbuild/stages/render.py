@@ -12,7 +12,7 @@ from envbuild.image.platforms import require_buildable
 from envbuild.lockfile.model import lock_path
 from envbuild.plan.lockmatch import require_match
 from envbuild.plan.plan import build_plan
-from envbuild.render.context import render_files, write_context
+from envbuild.render.context import from_bundle, render_files, write_context
 
 if TYPE_CHECKING:
     from envbuild.plan.plan import Plan
@@ -36,7 +36,14 @@ def run(build: TargetRun, record: RecordFile) -> tuple[Plan, str]:
     )
     if build.lock is not None:
         require_match(build.lock, plan, lock_path(spec.path))
-    write_context(render_files(plan), build.out_dir, build.context, wheelhouse=settings.wheelhouse, plan=plan)
+    rendered = plan
+    if settings.bundle is not None:  # FROM the base loaded from the bundle, under its local tag
+        from envbuild.image.bundlebase import load_base
+
+        load_base(settings.bundle, plan.base_image)
+        rendered = from_bundle(plan)
+    files = render_files(rendered)
+    write_context(files, build.out_dir, build.context, wheelhouse=settings.wheelhouse, plan=plan)
     record.update(
         stack=plan.stack_document,
         engine=current_engine().version(),

@@ -176,6 +176,16 @@ RULES: tuple[Rule, ...] = (
         example="/srv/wheels",
     ),
     Rule(
+        name="bundle",
+        flag="--bundle",
+        env="ENVBUILD_BUNDLE",
+        spec=None,
+        default=None,
+        parse=_directory,
+        accepted="an existing bundle directory (`envbuild vendor` writes one)",
+        example="/media/usb/envbuild-bundle",
+    ),
+    Rule(
         name="no_cache",
         flag="--no-cache",
         env="ENVBUILD_NO_CACHE",
@@ -213,6 +223,7 @@ class BuildSettings(Record):
         "push",
         "base_image",
         "wheelhouse",
+        "bundle",
         "no_cache",
         "jobs",
         "lock_key",
@@ -229,6 +240,7 @@ class BuildSettings(Record):
     push: bool
     base_image: str | None
     wheelhouse: str | None
+    bundle: str | None  # air-gapped from a bundle (render.bundle): its wheels/ becomes the wheelhouse
     no_cache: bool
     jobs: int
     lock_key: bytes | None  # the HMAC key a sealed lock is checked with (lockfile.seal)
@@ -283,6 +295,12 @@ def build_settings(
     sources: dict[str, str] = {}
     for rule in RULES:
         values[rule.name], sources[rule.name] = layered(rule, flags.get(rule.name), env, spec)
+    if values["bundle"] is not None and values["wheelhouse"] is not None:
+        raise UsageError(
+            f"{sources['bundle']} and {sources['wheelhouse']} both give the wheels: a bundle's wheels/ "
+            "is its wheelhouse",
+            fix=f"drop {sources['wheelhouse']} (the bundle's wheels/ is used), or drop {sources['bundle']}",
+        )
     if int(values["jobs"]) < 1:  # type: ignore[call-overload]
         raise UsageError(f"-j {values['jobs']} must be 1 or more", fix="e.g. -j 2")
     return BuildSettings(
