@@ -133,7 +133,8 @@ def build_spec(
     if settings.bundle is not None:  # every file the lock needs, hash-checked, before any build
         from envbuild.render.bundle import require_covers
 
-        bundle = require_covers(settings.bundle, lock, [chosen.name for chosen in chosen_targets])
+        names = [chosen.name for chosen in chosen_targets]
+        bundle = require_covers(settings.bundle, lock, names, installer=spec.image.installer)
         settings = settings.replace(wheelhouse=bundle.wheelhouse)  # its wheels/: the --wheelhouse path
     if lock is not None and settings.wheelhouse is not None:  # a lock that outgrew it: before any build
         names = {chosen.name for chosen in chosen_targets}

@@ -320,7 +320,7 @@ def render_spec(
         from envbuild.render.bundle import require_covers
 
         names = [t.name for t in spec.target(target)] if target is not None else None
-        wheelhouse = require_covers(bundle, lock, names).wheelhouse
+        wheelhouse = require_covers(bundle, lock, names, installer=spec.image.installer).wheelhouse
     targets: list[tuple[str, list[tuple[TargetBuild, Plan, dict[str, bytes]]]]] = []
     entries: list[LockedTarget] = []  # the lock's entries rendered, for the wheelhouse check
     for name, group in by_target(builds(matrix, spec, lock, only=target)).items():

@@ -179,7 +179,8 @@ def bundle_problems(
     when it covers them. `targets`: target names (each with all its platforms) or lock entries; None
     or empty: every entry. `installer`: the spec's [image] installer (uv: uv's wheel must be there,
     of `uv_version`, default the uv envbuild runs)."""
-    from envbuild.lockfile.model import canonical
+    from envbuild.lockfile.model import body_text, canonical
+    from envbuild.lockfile.seal import content_digest
     from envbuild.matrix.platforms import platform as platform_named
     from envbuild.vendor.tags import normal_version, release_of, wheel_suits
     from envbuild.vendor.uvwheel import host_uv_version, uv_wheel_matches
@@ -190,7 +191,15 @@ def bundle_problems(
         manifest = read_manifest(bundle_dir)
     except ManifestProblem as exc:
         return [str(exc)]
+    problems: list[str] = []
+    digest = content_digest(body_text(lock))
+    if manifest.lock_digest != digest:
+        problems.append(
+            f"bundle.json: lock-digest {manifest.lock_digest} is not this envbuild.lock's ({digest}): the "
+            "bundle was made for another lock (run `envbuild vendor` again)"
+        )
     checker = _Checker(bundle_dir)
+    checker.problems = problems
     for file in manifest.files:
         checker.listed(file.path, file.sha256, file.size)
     kinds = {file.path: file.kind for file in manifest.files}
@@ -201,7 +210,6 @@ def bundle_problems(
     ]
     index = _json(_read_small(bundle_dir, "oci/index.json"))
     version = uv_version or host_uv_version()
-    problems = checker.problems
     machines_done: set[str] = set()
     for entry in _selected(lock, targets):
         where = f"target {entry.name} ({entry.platform})"

@@ -16,7 +16,7 @@ from envbuild.cli.app import main
 from envbuild.errors import UsageError
 from envbuild.lockfile.model import Lock, LockedPackage, LockedTarget, body_text
 from envbuild.lockfile.seal import content_digest
-from envbuild.render.bundle import bundle_problems, read_bundle, require_covers
+from envbuild.render.bundle import read_bundle, require_covers
 from envbuild.render.bundleoci import (
     archive_manifest,
     bundle_from,
@@ -24,6 +24,7 @@ from envbuild.render.bundleoci import (
     local_name,
     read_manifest,
 )
+from envbuild.vendor.check import bundle_problems
 
 WHEEL = "six-1.16.0-py2.py3-none-any.whl"
 
@@ -137,17 +138,18 @@ def test_a_good_bundle_is_read_and_covers_its_lock(tmp_path: Path) -> None:
     read = read_bundle(str(bundle))
     assert read.wheelhouse == str(bundle / "wheels")
     assert [f.kind for f in read.files].count("blob") == 3
-    assert bundle_problems(str(bundle), lock, None) == []
-    assert require_covers(str(bundle), lock, ["default"]).lock_digest == content_digest(body_text(lock))
+    assert bundle_problems(str(bundle), lock, None, installer="pip") == []
+    covered = require_covers(str(bundle), lock, ["default"], installer="pip")
+    assert covered.lock_digest == content_digest(body_text(lock))
 
 
 @pytest.mark.parametrize(
     ("path", "kind", "said"),
     [
-        ("../outside.whl", "wheel", "leaves the bundle"),
+        ("../outside.whl", "wheel", "inside the bundle"),
         ("/etc/passwd", "wheel", "relative path"),
-        ("wheels/../../x.whl", "wheel", "leaves the bundle"),
-        ("conda/linux-64/../../../x", "conda", "leaves the bundle"),
+        ("wheels/../../x.whl", "wheel", "inside the bundle"),
+        ("conda/linux-64/../../../x", "conda", "inside the bundle"),
         ("oci/blobs/sha256/" + "a" * 64, "wheel", "wheels/<name>.whl"),
         ("wheels/x.whl", "blob", "oci/blobs/sha256/<64 hex>"),
         ("conda/win-64/x.conda", "conda", "conda/<linux-64"),
@@ -181,13 +183,13 @@ def test_an_unknown_kind_a_bad_hex_an_unknown_key_and_another_version_are_refuse
 
 
 def test_an_oversized_or_missing_manifest_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from envbuild._util import limits
+    from envbuild.vendor import manifest
 
     bundle, _ = make_bundle(tmp_path)
-    monkeypatch.setattr(limits, "DOCUMENT_BYTES", limits.DOCUMENT_BYTES.replace(default=100))
-    assert "is larger than 100 B" in _refused(bundle)
+    monkeypatch.setattr(manifest, "MAX_MANIFEST_BYTES", 100)
+    assert "is not a bundle manifest" in _refused(bundle) and "100" in _refused(bundle)
     (bundle / "bundle.json").unlink()
-    assert "missing or not a regular file" in _refused(bundle)
+    assert "is missing: the bundle is unfinished" in _refused(bundle)
 
 
 def test_a_missing_and_a_corrupted_file_are_each_named(tmp_path: Path) -> None:
@@ -197,11 +199,11 @@ def test_a_missing_and_a_corrupted_file_are_each_named(tmp_path: Path) -> None:
         p for p in (bundle / "oci" / "blobs" / "sha256").iterdir() if p.read_bytes()[:2] == b"\x1f\x8b"
     )
     layer.unlink()
-    problems = bundle_problems(str(bundle), lock, None)
-    assert any(p.startswith(f"wheels/{WHEEL} is ") and "bundle.json says" in p for p in problems), problems
-    assert f"oci/blobs/sha256/{layer.name} is listed in bundle.json but missing" in problems
+    problems = bundle_problems(str(bundle), lock, None, installer="pip")
+    assert any(p.startswith(f"wheels/{WHEEL}: ") and "(corrupted)" in p for p in problems), problems
+    assert f"oci/blobs/sha256/{layer.name}: listed in bundle.json, missing from the bundle" in problems
     with pytest.raises(UsageError) as caught:
-        require_covers(str(bundle), lock, None)
+        require_covers(str(bundle), lock, None, installer="pip")
     assert f"wheels/{WHEEL}" in caught.value.message and layer.name in caught.value.message
 
 
@@ -210,10 +212,10 @@ def test_a_wheel_the_lock_does_not_pin_and_another_lock_are_named(tmp_path: Path
     other = "sha256:" + "c" * 64
     package = lock.targets[0].packages[0].replace(hashes=(other,))
     relocked = lock.replace(targets=(lock.targets[0].replace(packages=(package,)),))
-    problems = bundle_problems(str(bundle), relocked, None)
+    problems = bundle_problems(str(bundle), relocked, None, installer="pip")
     assert (
-        f"target 'default' (linux/amd64): six==1.16.0: wheels/{WHEEL} has a sha256 the lock does not pin"
-        in problems
+        "target default (linux/amd64): wheels/ has no six==1.16.0 wheel for Python 3.11 whose sha256 the "
+        "lock pins" in problems
     )
     assert any("lock-digest" in p and "another lock" in p for p in problems)
 
@@ -226,8 +228,8 @@ def test_a_symlink_in_the_bundle_is_not_followed(tmp_path: Path) -> None:
     wheel.unlink()
     wheel.symlink_to(outside)
     assert any(
-        f"wheels/{WHEEL} cannot be read" in p and "symbolic link" in p
-        for p in bundle_problems(str(bundle), lock, None)
+        p.startswith(f"wheels/{WHEEL}: ") and "symbolic link" in p
+        for p in bundle_problems(str(bundle), lock, None, installer="pip")
     )
 
 
