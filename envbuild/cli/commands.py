@@ -21,10 +21,15 @@ def _warn(message: str) -> None:
     sys.stderr.write(f"warning: {message}\n")
 
 
-def _load(args: argparse.Namespace):
-    """The matrix the --matrix option names (default: the bundled one)."""
+def _load(args: argparse.Namespace, spec=None):
+    """The matrix to use: --matrix, else ENVBUILD_MATRIX, else the spec's [site] matrix (for the
+    commands that read a spec), else the bundled one."""
+    import os
+
     from envbuild.matrix.load import load_matrix
 
+    if args.matrix is None and not os.environ.get("ENVBUILD_MATRIX") and spec is not None:
+        return load_matrix(spec.site.matrix)  # None: the bundled matrix
     return load_matrix(args.matrix)
 
 
@@ -112,7 +117,8 @@ def resolve_spec(args: argparse.Namespace) -> int:
     """resolve -f: one section per target; flags override the spec's fields."""
     from envbuild.resolve.targets import resolve_targets, to_json_targets, to_text_targets
 
-    spec, matrix = _spec(args), _load(args)
+    spec = _spec(args)
+    matrix = _load(args, spec)
     overrides = {
         "driver": args.driver,
         "gpus": args.gpu,
@@ -146,7 +152,7 @@ def render(args: argparse.Namespace) -> int:
 
         check_labels(spec)  # before anything is written
     rendered = render_spec(
-        _load(args),
+        _load(args, spec),
         spec,
         args.file,
         out_dir=args.output,
@@ -193,7 +199,8 @@ def _lock_progress(args: argparse.Namespace):
 
 
 def lock(args: argparse.Namespace) -> int:
-    spec, matrix = _spec(args), _load(args)
+    spec = _spec(args)
+    matrix = _load(args, spec)
     if args.check:
         return _lock_check(args, spec, matrix)
     if args.json:
@@ -242,7 +249,7 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
     import json
 
     from envbuild.errors import LockError
-    from envbuild.lock.locker import check_lock_file
+    from envbuild.lock.locker import check_lock_file, mirror_note
     from envbuild.lockfile.model import lock_path
     from envbuild.lockfile.problem import problem
 
@@ -285,6 +292,9 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
         f"target {args.target}" if args.target else f"{len({t.name for t in current.targets})} target(s)"
     )
     print(f"{path} matches {args.file} and the matrix ({checked})")
+    note = mirror_note(current, spec.mirrors)
+    if note:
+        print(f"note: {note}")
     return EXIT_OK
 
 
@@ -321,7 +331,7 @@ def build(args: argparse.Namespace) -> int:
     settings = settings.replace(sign_key=_sign_key(args, push=settings.push))
     select_engine(settings.engine)  # with envbuild.toml's [build] engine in its layers; app restores it
     results = build_spec(
-        _load(args),
+        _load(args, spec),
         spec,
         args.file,
         settings,
@@ -580,7 +590,8 @@ def attest(args: argparse.Namespace) -> int:
 def bake(args: argparse.Namespace) -> int:
     from envbuild.scaleout.bake import bake_command, write_bake_file
 
-    write_bake_file(_load(args), _spec(args), args.output, contexts=args.contexts, spec_path=args.file)
+    spec = _spec(args)
+    write_bake_file(_load(args, spec), spec, args.output, contexts=args.contexts, spec_path=args.file)
     print(f"wrote {args.output}; run: {bake_command(args.output)}")
     return EXIT_OK
 
