@@ -35,6 +35,7 @@ from envbuild.lockfile.problem import Problem, platform_suffix, problem
 from envbuild.lockfile.read import load_previous, lock_from_data, read_lock
 from envbuild.lockfile.seal import seal_problems
 from envbuild.matrix.model import Matrix
+from envbuild.oci.reference import parse_reference
 from envbuild.oci.registry import PlatformMissing, pinned
 from envbuild.plan.builds import TargetBuild, builds, by_target
 from envbuild.plan.lockmatch import drift_problems, stack_facts
@@ -186,8 +187,8 @@ def lock_target(
         where=f"target {where}",
     )
     step = progress.begin(f"target {where}: locked", f"pinning the base image of target {where}")
-    try:  # the digest is looked up on the mirror, and is the same on the canonical registry
-        base = plan.mirrors.canonical_image(pinned(plan.mirrored_base_image, platform=plan.platform))
+    try:
+        base = _pinned_canonical(plan)
     except PlatformMissing as exc:
         raise LockError(
             f"target {where}: base image {exc.message}",
@@ -195,6 +196,19 @@ def lock_target(
         ) from None
     step.done(f"{_counted(packages)}, base {_short(base)}")
     return locked_target(plan, base, packages, conda)
+
+
+def _pinned_canonical(plan: Plan) -> str:
+    """The plan's base pinned by digest, named as the spec or the matrix name it (canonical): the digest
+    is looked up through its mirror, and is the same on the canonical registry (a mirror serves the
+    same manifests), so a lock made behind a mirror is byte for byte the one made without."""
+    if plan.mirrors.image_entry(plan.base_image) is None:
+        return pinned(plan.base_image, platform=plan.platform)
+    named = parse_reference(plan.base_image)
+    if named.digest:
+        return plan.base_image.strip()
+    digest = parse_reference(pinned(plan.mirrored_base_image, platform=plan.platform)).digest
+    return f"{named.name}:{named.tag}@{digest}"
 
 
 def _short(image: str) -> str:

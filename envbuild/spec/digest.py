@@ -50,8 +50,8 @@ def without_site_tables(text: str) -> str:
             end += 1
         # `end` is the next header or the end of the file: trailing blank lines before a next table
         # go with the removed block; at the end of the file, the blank lines before the block do
-        if end == len(lines):
-            while start > 0 and keep[start - 1] and _blank(lines[start - 1]):
+        if end == len(lines):  # (over any table removed before it, up to the last line kept)
+            while start > 0 and (not keep[start - 1] or _blank(lines[start - 1])):
                 start -= 1
         for at in range(start, end):
             keep[at] = False
