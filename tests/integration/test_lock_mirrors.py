@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from envbuild._testing.pyindex import PackageIndex
 from envbuild.cli.app import main
 from envbuild.lockfile.model import LockedMirror
@@ -114,4 +116,48 @@ def test_a_lock_made_without_mirrors_checks_once_the_spec_has_them(
         spec.write_text(plain)  # the mirrors removed: the canonical sources still match, offline
         code, out, err = run_lock(capsys, project, "--check", "--offline")
         assert code == 0, err
-        assert f"note: the lock was made through {canonical[0]} -> {user_mirror.url}" in out
+        assert "note: the lock was made through " in out and f"{canonical[0]} -> {user_mirror.url}" in out
+        assert "the spec's [mirrors] now give no mirror" in out
+
+
+def test_the_conda_layer_is_solved_through_the_channels_mirror_and_locked_canonical(
+    capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """conda-forge (by name: https://conda.anaconda.org/conda-forge, unreachable here) mapped to a
+    loopback channel: the lock names conda-forge's URLs, and render's explicit files the mirror's."""
+    from envbuild._testing.condachannel import stack_channel
+    from envbuild.matrix.load import load_matrix
+    from envbuild.plan.plan import build_plan
+    from envbuild.spec.model import load_spec
+
+    monkeypatch.setenv("ENVBUILD_CACHE_DIR", str(tmp_path / "cache"))
+    forge = "https://conda.anaconda.org/conda-forge"
+    stack = (
+        '[stack]\ndriver = "580"\ngpus = ["H100"]\nframework = "jax"\npython = "3.12"\nstrategy = "conda"\n'
+    )
+    site = '\n[site]\nbase-image = "mambaorg/micromamba:2.6.1@sha256:' + "b" * 64 + '"\n'
+    (tmp_path / "probe.toml").write_text(stack + '\n[packages]\nconda = ["app"]\n')
+    probe = load_spec(str(tmp_path / "probe.toml"))
+    wanted = build_plan(load_matrix(), probe, probe.targets[0]).conda_framework
+    channel = stack_channel(tmp_path / "channel", wanted, python="3.12")
+    channel.index()
+    project = tmp_path / "project"
+    project.mkdir()
+    with channel:
+        (project / "envbuild.toml").write_text(
+            stack + '\n[packages]\nconda = ["app"]\n' + f'\n[mirrors]\n"{forge}" = "{channel.url}"\n' + site
+        )
+        code, _, err = run_lock(capsys, project)
+        assert code == 0, err
+        locked, _ = load_lock(str(project / "envbuild.lock"))
+        (target,) = locked.targets
+        assert target.conda and all(
+            p.channel == forge and p.url.startswith(forge + "/") for p in target.conda
+        )
+        assert locked.mirrors == (LockedMirror(source=forge, mirror=channel.url),)
+        code, out, err = run_lock(capsys, project, "--check")
+        assert code == 0 and "matches" in out, err
+        out_dir = tmp_path / "out"
+        assert main(["render", "-f", str(project / "envbuild.toml"), "-o", str(out_dir)]) == 0
+        explicit = next(out_dir.rglob("conda-framework.txt")).read_text()
+        assert f"{channel.url}/" in explicit and forge not in explicit
