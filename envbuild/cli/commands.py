@@ -103,7 +103,8 @@ def resolve_spec(args: argparse.Namespace) -> int:
     """resolve -f: one section per target; flags override the spec's fields."""
     from envbuild.resolve.targets import resolve_targets, to_json_targets, to_text_targets
 
-    spec, matrix = _spec(args), _load(args)
+    spec = _spec(args)
+    matrix = _load(args, spec)
     overrides = {
         "driver": args.driver,
         "gpus": args.gpu,
@@ -144,7 +145,7 @@ def render(args: argparse.Namespace) -> int:
             fix="drop --wheelhouse (the bundle's wheels/ is used), or drop --bundle",
         )
     rendered = render_spec(
-        _load(args),
+        _load(args, spec),
         spec,
         args.file,
         out_dir=args.output,
@@ -203,7 +204,8 @@ def _lock_progress(args: argparse.Namespace):
 
 
 def lock(args: argparse.Namespace) -> int:
-    spec, matrix = _spec(args), _load(args)
+    spec = _spec(args)
+    matrix = _load(args, spec)
     if args.check:
         return _lock_check(args, spec, matrix)
     if args.json:
@@ -263,7 +265,7 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
     import json
 
     from envbuild.errors import LockError
-    from envbuild.lock.locker import check_lock_file
+    from envbuild.lock.locker import check_lock_file, mirror_note
     from envbuild.lockfile.model import lock_path
     from envbuild.lockfile.problem import problem
 
@@ -326,6 +328,9 @@ def _lock_check(args: argparse.Namespace, spec, matrix) -> int:
         f"target {args.target}" if args.target else f"{len({t.name for t in current.targets})} target(s)"
     )
     print(f"{path} matches {args.file} and the matrix ({checked})")
+    note = mirror_note(current, spec.mirrors)
+    if note:
+        print(f"note: {note}")
     return EXIT_OK
 
 
@@ -363,7 +368,7 @@ def build(args: argparse.Namespace) -> int:
     settings = settings.replace(sign_key=_sign_key(args, push=settings.push))
     select_engine(settings.engine)  # with envbuild.toml's [build] engine in its layers; app restores it
     results = build_spec(
-        _load(args),
+        _load(args, spec),
         spec,
         args.file,
         settings,
@@ -622,7 +627,8 @@ def attest(args: argparse.Namespace) -> int:
 def bake(args: argparse.Namespace) -> int:
     from envbuild.scaleout.bake import bake_command, write_bake_file
 
-    write_bake_file(_load(args), _spec(args), args.output, contexts=args.contexts, spec_path=args.file)
+    spec = _spec(args)
+    write_bake_file(_load(args, spec), spec, args.output, contexts=args.contexts, spec_path=args.file)
     print(f"wrote {args.output}; run: {bake_command(args.output)}")
     return EXIT_OK
 

@@ -29,12 +29,17 @@ PATH_OPTIONS = frozenset({"file", "output", "matrix", "action_pins"})
 FROM_ENVIRONMENT = (("matrix", "ENVBUILD_MATRIX"), ("base_image", "ENVBUILD_BASE_IMAGE"))
 
 
+def _inputs(args: argparse.Namespace) -> tuple:
+    """(matrix, spec): the spec's [site] matrix counts, as for every command that reads the spec."""
+    spec = spec_of(args)
+    return matrix_of(args, spec), spec
+
+
 def github_files(args: argparse.Namespace) -> None:
     from envbuild.scaleout.github import write_workflow
 
     write_workflow(
-        matrix_of(args),
-        spec_of(args),
+        *_inputs(args),
         args.output,
         gpu_labels=args.gpu_label,
         install=args.install,
@@ -50,8 +55,7 @@ def gitlab_files(args: argparse.Namespace) -> None:
     from envbuild.scaleout.gitlab import write_pipeline
 
     write_pipeline(
-        matrix_of(args),
-        spec_of(args),
+        *_inputs(args),
         args.output,
         gpu_tags=args.gpu_tag,
         install=args.install,
@@ -64,8 +68,7 @@ def k8s_files(args: argparse.Namespace) -> None:
     from envbuild.scaleout.k8s import write_jobs
 
     write_jobs(
-        matrix_of(args),
-        spec_of(args),
+        *_inputs(args),
         args.output,
         gpu_types=args.gpu_type,
         node_selectors=args.node_selector,
@@ -80,8 +83,7 @@ def slurm_files(args: argparse.Namespace) -> None:
     from envbuild.scaleout.slurm import write_scripts
 
     write_scripts(
-        matrix_of(args),
-        spec_of(args),
+        *_inputs(args),
         args.output,
         shared_dir=args.shared_dir,
         runtime=args.runtime,

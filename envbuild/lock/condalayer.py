@@ -70,8 +70,8 @@ def lock_conda(
     subdir = platform_named(plan.platform).conda_subdir
     freed = {canonical(name) for name in upgrade_packages}
     pins = tuple(_pin(p, subdir) for p in keep if canonical(p.name) not in freed)
-    request = CondaRequest(
-        channels=tuple(channel_url(c) for c in channels),
+    request = CondaRequest(  # solved through the channels' mirrors; the lock records the canonical URLs
+        channels=tuple(plan.mirrors.url(channel_url(c)) for c in channels),
         specs=framework_specs(plan),
         subdir=subdir,
         cuda=format_minor(plan.stack.cuda),
@@ -87,6 +87,7 @@ def lock_conda(
         afresh = afresh or again
         in_framework = {p.name for p in framework}
         user = tuple(p for p in solved if p.name not in in_framework)
+    framework, user = _canonical(framework, plan), _canonical(user, plan)
     detail = f"{len(framework)} framework + {len(user)} user packages from {', '.join(request.channels)}"
     if afresh:
         detail += "; the previous conda pins do not solve with the spec now, so it was solved afresh"
@@ -98,6 +99,16 @@ def lock_conda(
         )
     step.done(detail)
     return framework + user
+
+
+def _canonical(packages: tuple[LockedCondaPackage, ...], plan: Plan) -> tuple[LockedCondaPackage, ...]:
+    """Each package's channel and url as the canonical channel names them (the sha256 is the file's,
+    the same on the mirror); a url on another host than the mirror (info.base_url) stays as it is."""
+    mirrors = plan.mirrors
+    return tuple(
+        p.replace(channel=mirrors.canonical_url(p.channel), url=mirrors.canonical_url(p.url))  # type: ignore[misc]
+        for p in packages
+    )
 
 
 def _solve(

@@ -23,6 +23,7 @@ from envbuild.lock.uv import compile_layer
 from envbuild.lockfile.model import (
     Lock,
     LockedCondaPackage,
+    LockedMirror,
     LockedPackage,
     LockedTarget,
     canonical,
@@ -34,11 +35,13 @@ from envbuild.lockfile.problem import Problem, platform_suffix, problem
 from envbuild.lockfile.read import load_previous, lock_from_data, read_lock
 from envbuild.lockfile.seal import seal_problems
 from envbuild.matrix.model import Matrix
+from envbuild.oci.reference import parse_reference
 from envbuild.oci.registry import PlatformMissing, pinned
 from envbuild.plan.builds import TargetBuild, builds, by_target
 from envbuild.plan.lockmatch import drift_problems, stack_facts
 from envbuild.plan.plan import Plan, build_plan
 from envbuild.plan.strategy import strategy_for
+from envbuild.spec.mirrors import Mirrors
 from envbuild.spec.model import Spec
 
 
@@ -83,8 +86,8 @@ def lock_packages(
             plan.framework_requirements,
             plan.constraints,
             python=plan.python,
-            index=plan.framework_index,
-            find_links=plan.framework_find_links,
+            index=plan.mirrored_framework_index,  # resolved through the mirror, recorded canonical
+            find_links=plan.mirrored_find_links,
             preferences=_pins(keep, "framework"),
             upgrade=upgrade,
             upgrade_packages=upgrade_packages,
@@ -96,7 +99,7 @@ def lock_packages(
                     name=name,
                     version=version,
                     layer="framework",
-                    index=index or plan.framework_index,
+                    index=plan.mirrors.canonical_url(index) if index else plan.framework_index,
                     hashes=hashes,
                 )
             )
@@ -109,8 +112,8 @@ def lock_packages(
         plan.pip,
         constraints,
         python=plan.python,
-        index=plan.index_url,
-        extra_indexes=plan.extra_index_urls,
+        index=plan.mirrored_index_url,
+        extra_indexes=plan.mirrored_extra_index_urls,
         preferences=_pins(keep, "user"),
         upgrade=upgrade,
         upgrade_packages=upgrade_packages,
@@ -120,7 +123,11 @@ def lock_packages(
         if name not in in_framework:
             user.append(
                 LockedPackage(
-                    name=name, version=version, layer="user", index=index or plan.index_url, hashes=hashes
+                    name=name,
+                    version=version,
+                    layer="user",
+                    index=plan.mirrors.canonical_url(index) if index else plan.index_url,
+                    hashes=hashes,
                 )
             )
     step.done(_counted(user))
@@ -181,7 +188,7 @@ def lock_target(
     )
     step = progress.begin(f"target {where}: locked", f"pinning the base image of target {where}")
     try:
-        base = pinned(plan.base_image, platform=plan.platform)
+        base = _pinned_canonical(plan)
     except PlatformMissing as exc:
         raise LockError(
             f"target {where}: base image {exc.message}",
@@ -189,6 +196,19 @@ def lock_target(
         ) from None
     step.done(f"{_counted(packages)}, base {_short(base)}")
     return locked_target(plan, base, packages, conda)
+
+
+def _pinned_canonical(plan: Plan) -> str:
+    """The plan's base pinned by digest, named as the spec or the matrix name it (canonical): the digest
+    is looked up through its mirror, and is the same on the canonical registry (a mirror serves the
+    same manifests), so a lock made behind a mirror is byte for byte the one made without."""
+    if plan.mirrors.image_entry(plan.base_image) is None:
+        return pinned(plan.base_image, platform=plan.platform)
+    named = parse_reference(plan.base_image)
+    if named.digest:
+        return plan.base_image.strip()
+    digest = parse_reference(pinned(plan.mirrored_base_image, platform=plan.platform)).digest
+    return f"{named.name}:{named.tag}@{digest}"
 
 
 def _short(image: str) -> str:
@@ -242,7 +262,33 @@ def lock_spec(
         spec_digest=spec.digest,
         matrix_digest=matrix.digest,
         targets=tuple(entries),
+        mirrors=mirrors_used(tuple(entries), spec.mirrors),
     )
+
+
+def mirrors_used(targets: tuple[LockedTarget, ...], mirrors: Mirrors) -> tuple[LockedMirror, ...]:
+    """The [mirrors] entries the canonical sources of `targets` go through (package indexes, conda
+    channels and files, base images), by source: the lock's `[[mirror]]` list."""
+    used: dict[str, str] = {}
+    for target in targets:
+        entries = [mirrors.image_entry(target.base_image)]
+        entries += [mirrors.url_entry(p.index) for p in target.packages]
+        entries += [mirrors.url_entry(url) for p in target.conda for url in (p.channel, p.url)]
+        used.update((e.source, e.mirror) for e in entries if e is not None)
+    return tuple(LockedMirror(source=source, mirror=used[source]) for source in sorted(used))
+
+
+def mirror_note(lock: Lock, mirrors: Mirrors) -> str | None:
+    """A line for `lock --check` when the spec's mirrors now differ from those the lock was made
+    through: it still checks (its sources are canonical), but the reader should know; None when not."""
+    now = mirrors_used(lock.targets, mirrors)
+    if now == lock.mirrors:
+        return None
+
+    def listed(entries: tuple[LockedMirror, ...]) -> str:
+        return ", ".join(f"{m.source} -> {m.mirror}" for m in entries) or "no mirror"
+
+    return f"the lock was made through {listed(lock.mirrors)}; the spec's [mirrors] now give {listed(now)}"
 
 
 def relock(

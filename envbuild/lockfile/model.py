@@ -78,12 +78,40 @@ class LockedTarget(Record):
     conda: tuple[LockedCondaPackage, ...]
 
 
+class LockedMirror(Record):
+    """One `[[mirror]]` of the lock: a [mirrors] entry the lock was resolved through. The lock's
+    sources (package index, conda channel and url, base-image) are the canonical ones, the same at
+    every site; these say which mirror stood in for `source` when it was made (spec.mirrors)."""
+
+    __slots__ = ("source", "mirror")
+    source: str
+    mirror: str
+
+
 class Lock(Record):
-    __slots__ = ("envbuild", "spec_digest", "matrix_digest", "targets")
+    __slots__ = ("envbuild", "spec_digest", "matrix_digest", "targets", "mirrors")
     envbuild: str
     spec_digest: str
     matrix_digest: str
     targets: tuple[LockedTarget, ...]
+    mirrors: tuple[LockedMirror, ...]  # by source; () for a lock made without mirrors
+
+    def __init__(
+        self,
+        *,
+        envbuild: str,
+        spec_digest: str,
+        matrix_digest: str,
+        targets: tuple[LockedTarget, ...],
+        mirrors: tuple[LockedMirror, ...] = (),
+    ) -> None:
+        super().__init__(
+            envbuild=envbuild,
+            spec_digest=spec_digest,
+            matrix_digest=matrix_digest,
+            targets=targets,
+            mirrors=mirrors,
+        )
 
     def target(self, name: str, platform: str | None = None) -> LockedTarget | None:
         """The entry of target `name` for `platform` (None: its first, the only one of a
@@ -120,6 +148,13 @@ def body_text(lock: Lock) -> str:
         f"spec-digest = {toml_string('sha256:' + lock.spec_digest)}",
         f"matrix-digest = {toml_string('sha256:' + lock.matrix_digest)}",
     ]
+    for mirror in lock.mirrors:  # only a lock made through mirrors has any: the others keep their bytes
+        out += [
+            "",
+            "[[mirror]]",
+            f"source = {toml_string(mirror.source)}",
+            f"mirror = {toml_string(mirror.mirror)}",
+        ]
     for target in lock.targets:
         out += [
             "",

@@ -20,6 +20,7 @@ from envbuild.lockfile.model import (
     LOCK_VERSION,
     Lock,
     LockedCondaPackage,
+    LockedMirror,
     LockedPackage,
     LockedTarget,
     body_text,
@@ -37,6 +38,7 @@ TOP_KEYS = (
     "content-hmac",
     "spec-digest",
     "matrix-digest",
+    "mirror",
     "target",
 )
 TARGET_KEYS = (
@@ -50,6 +52,7 @@ TARGET_KEYS = (
     "platform",
     "conda",
 )
+MIRROR_KEYS = ("source", "mirror")
 PACKAGE_KEYS = ("name", "version", "layer", "index", "hashes")
 CONDA_KEYS = ("name", "version", "build", "layer", "channel", "subdir", "url", "sha256")
 CONDA_SUBDIRS = ("linux-64", "linux-aarch64", "noarch")
@@ -277,9 +280,39 @@ def _target(index: int, raw: Any) -> LockedTarget:
     )
 
 
+def _mirrors(raw: Any) -> tuple[LockedMirror, ...]:
+    """[[mirror]]: the [mirrors] entries the lock was made through, each checked as the spec checks
+    one (spec.mirrors.check_entry: URL or image-name prefixes of one kind, no credentials), listed
+    once each by source, as envbuild writes them. Bounded: no more than the spec may hold."""
+    from envbuild.spec.mirrors import MAX_MIRRORS, check_entry
+
+    entries = _strings("mirror", raw)
+    if len(entries) > MAX_MIRRORS:
+        raise ValueError(f"mirror has {len(entries)} entries; at most {MAX_MIRRORS} are accepted")
+    found = []
+    for index, item in enumerate(entries):
+        where = f"[[mirror]] #{index + 1}"
+        table = _keys(where, item, MIRROR_KEYS, MIRROR_KEYS)
+        source = _text(f"{where} source", table["source"])
+        mirror = _text(f"{where} mirror", table["mirror"])
+        try:
+            entry = check_entry(source, mirror)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if (entry.source, entry.mirror) != (source, mirror):
+            raise ValueError(
+                f"{where} source = {source!r} mirror = {mirror!r} is not in the form envbuild writes "
+                f"({entry.source!r} = {entry.mirror!r})"
+            )
+        found.append(LockedMirror(source=source, mirror=mirror))
+    if [m.source for m in found] != sorted({m.source for m in found}):
+        raise ValueError("[[mirror]] entries are not each listed once, by source, as envbuild writes them")
+    return tuple(found)
+
+
 def lock_from_data(data: dict[str, Any]) -> tuple[Lock, str, str | None]:
     """(lock, content digest, content HMAC or None) from parsed TOML; ValueError names the field."""
-    _keys("the top level", data, TOP_KEYS, tuple(k for k in TOP_KEYS if k != "content-hmac"))
+    _keys("the top level", data, TOP_KEYS, tuple(k for k in TOP_KEYS if k not in ("content-hmac", "mirror")))
     if data["lock-version"] != LOCK_VERSION or isinstance(data["lock-version"], bool):
         raise ValueError(
             f"lock-version is {data['lock-version']!r}; this envbuild reads and writes {LOCK_VERSION}"
@@ -303,6 +336,7 @@ def lock_from_data(data: dict[str, Any]) -> tuple[Lock, str, str | None]:
         spec_digest=digests["spec-digest"].removeprefix(DIGEST_PREFIX),
         matrix_digest=digests["matrix-digest"].removeprefix(DIGEST_PREFIX),
         targets=targets,
+        mirrors=_mirrors(data.get("mirror", [])),
     )
     return lock, digests["content-digest"], mac
 

@@ -20,6 +20,7 @@ from envbuild.matrix.platforms import PLATFORMS
 from envbuild.matrix.versions import format_driver, format_minor
 from envbuild.oci import labels
 from envbuild.oci.reference import parse_reference
+from envbuild.plan.aptmirror import apt_mirror_command
 from envbuild.plan.coherence import check_framework_pins
 from envbuild.plan.cudalayer import is_cuda_package
 from envbuild.plan.explicit import explicit_file
@@ -35,6 +36,7 @@ from envbuild.resolve.solver import Stack, candidate_label, resolve
 from envbuild.resolve.spec_query import target_query
 from envbuild.smoke import checks_file
 from envbuild.spec import validate
+from envbuild.spec.mirrors import Mirrors
 from envbuild.spec.model import Spec, Target
 from envbuild.spec.smokelabels import smoke_labels
 
@@ -84,6 +86,7 @@ class Plan(Record):
         "smoke_checks",
         "preflight",
         "environment",
+        "mirrors",
     )
     target: str
     platform: str  # canonical (matrix.platforms): what the image is built, locked and verified for
@@ -130,10 +133,51 @@ class Plan(Record):
     # prefix): the guard and the .pth file that runs it at every Python start go in its site-packages
     preflight: dict
     environment: str
+    # the spec's [mirrors]: every source above is canonical (what the lock records, the labels and
+    # stack.json say); the mirrored_* views are where lock, render and build fetch them from
+    mirrors: Mirrors
 
     @property
     def site_packages(self) -> str:
         return f"{self.environment}/lib/python{self.python}/site-packages"
+
+    # -- where the sources are fetched from: each through its mirror, when [mirrors] names one
+
+    @property
+    def apt_mirror(self) -> str:
+        """The command that points the image's apt sources at [mirrors]' apt archives, run before the
+        OS step's apt-get update ("" without one: the step renders as before, its cache kept)."""
+        return apt_mirror_command(self.os.family, self.mirrors)
+
+    @property
+    def conda_channel(self) -> str:
+        """The channel an unlocked conda build solves from: conda-forge, or its mirror's URL."""
+        url = f"https://conda.anaconda.org/{CONDA_CHANNEL}"
+        return self.mirrors.url(url) if self.mirrors.url_entry(url) else CONDA_CHANNEL
+
+    @property
+    def mirrored_base_image(self) -> str:
+        return self.mirrors.image(self.base_image)
+
+    @property
+    def mirrored_runtime_image(self) -> str | None:
+        return self.mirrors.image(self.runtime_image) if self.runtime_image else None
+
+    @property
+    def mirrored_framework_index(self) -> str:
+        return self.mirrors.url(self.framework_index)
+
+    @property
+    def mirrored_find_links(self) -> str | None:
+        return self.mirrors.url(self.framework_find_links) if self.framework_find_links else None
+
+    @property
+    def mirrored_index_url(self) -> str:
+        return self.mirrors.url(self.index_url)
+
+    @property
+    def mirrored_extra_index_urls(self) -> tuple[str, ...]:
+        return tuple(self.mirrors.url(url) for url in self.extra_index_urls)
 
 
 def _resolve_target(
@@ -199,11 +243,15 @@ def build_plan(
     strategy = target.stack.strategy
     platform = platform or (lock.platform if lock else target_platforms(matrix, target.stack)[0])
     stack, os_row, python = _resolve_target(matrix, spec, target, platform)
+    if base_image is None:  # [site] base-image: the spec-level default of --base-image (a flag wins)
+        base_image = spec.site.base_image
     if base_image is not None:
         try:
             validate.image_ref(base_image)
         except ValueError as exc:
             raise UsageError(f"--base-image {base_image!r} {exc}") from None
+        # a mirror's name for the base is its canonical one: the lock records that (spec.mirrors)
+        base_image = spec.mirrors.canonical_image(base_image)
     cuda = format_minor(stack.cuda)
     rules = strategy_for(strategy)
     requirements, index, find_links = _framework_install(stack, rules, spec.packages.index_url)
@@ -232,7 +280,11 @@ def build_plan(
             base_flavor = {**base_flavor, "overridden_by": base_image}
     if lock is not None:  # the lock pins the base the spec, the matrix and --base-image name
         image = locked_base(
-            lock, image, overridden=base_image is not None, where=f"{spec.path} target {target.name!r}"
+            lock,
+            image,
+            overridden=base_image is not None,
+            where=f"{spec.path} target {target.name!r}",
+            mirrors=spec.mirrors,
         )
 
     conda_framework = rules.conda_framework(stack)
@@ -321,19 +373,21 @@ def build_plan(
         buildkit=buildkit,
         installer=rules.installer(spec.image.installer, buildkit),
         cuda_lines=requirement_lines(cuda_packages, "framework"),
-        **_conda_lines(lock, platform, target.name),
+        **_conda_lines(lock, platform, target.name, spec.mirrors),
         smoke_checks=checks_file(spec.smoke.imports, spec.smoke.command)
         if spec.smoke.imports or spec.smoke.command
         else b"",
         preflight=image_facts(matrix, stack, platform),
         environment=rules.environment_prefix,
+        mirrors=spec.mirrors,
     )
 
 
-def _conda_lines(lock: LockedTarget | None, platform: str, target: str) -> dict[str, str]:
-    """The lock's conda layer as the two explicit files; a conda layer without its framework part
+def _conda_lines(lock: LockedTarget | None, platform: str, target: str, mirrors: Mirrors) -> dict[str, str]:
+    """The lock's conda layer as the two explicit files, each package file fetched through its
+    channel's mirror (its sha256 is checked all the same); a conda layer without its framework part
     cannot be installed in order, so it is refused rather than half used."""
-    conda = lock.conda if lock is not None else ()
+    conda = tuple(p.replace(url=mirrors.url(p.url)) for p in lock.conda) if lock is not None else ()
     subdir = PLATFORMS[platform].conda_subdir
     lines = {
         f"conda_{layer}_lines": explicit_file(conda, layer, target=target, subdir=subdir)
@@ -362,12 +416,17 @@ def split_cuda(
     return tuple(p for p in lock.packages if p not in cuda), cuda
 
 
-def locked_base(lock: LockedTarget, image: str, *, overridden: bool, where: str) -> str:
-    """The lock's digest-pinned base, when it pins the repository the plan names.
+def locked_base(
+    lock: LockedTarget, image: str, *, overridden: bool, where: str, mirrors: Mirrors | None = None
+) -> str:
+    """The lock's digest-pinned base, when it pins the repository the plan names, in its canonical
+    name (a lock made before [mirrors], with --base-image naming the mirror, pins the mirror's name:
+    `mirrors` maps it back, so adding the mirror to the spec is all such a lock needs).
 
     A lock is reviewed text: a base of another repository is a forgery or a lock made with a
     different --base-image, and either way not what this build was asked for."""
-    locked, named = parse_reference(lock.base_image), parse_reference(image)
+    base = mirrors.canonical_image(lock.base_image) if mirrors else lock.base_image
+    locked, named = parse_reference(base), parse_reference(image)
     same_repository = (locked.api_host, locked.repository) == (named.api_host, named.repository)
     # the tag is what the spec, matrix or --base-image name (a digest-only reference has none to
     # compare); only the digest is the lock's own
@@ -377,14 +436,16 @@ def locked_base(lock: LockedTarget, image: str, *, overridden: bool, where: str)
         hint = (
             ""
             if overridden
-            else f"; if {locked.name} is your mirror, pass --base-image {locked.name}:{locked.tag}"
+            else f"; if {locked.name} is your mirror of {named.name}, say so in [mirrors] "
+            f'("{named.name}" = "{locked.name}")'
         )
         raise LockError(
-            f"{where}: envbuild.lock pins the base image {lock.base_image}, but the spec, the matrix "
-            f"and --base-image give {image}{hint}",
-            fix="run `envbuild lock` with the same --base-image, and commit envbuild.lock",
+            f"{where}: envbuild.lock pins the base image {lock.base_image}, but the spec, the matrix, "
+            f"[site] base-image and --base-image give {image}{hint}",
+            fix="map the mirror in the spec's [mirrors], or run `envbuild lock` with the base you build "
+            "on (--base-image or [site] base-image) and commit envbuild.lock",
         )
-    return lock.base_image  # a devel build's runtime stage keeps its tag
+    return base  # a devel build's runtime stage keeps its tag
 
 
 def _image_labels(

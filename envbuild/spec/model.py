@@ -6,7 +6,6 @@ given and what is accepted, so nothing invalid reaches a resolver or a template.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from envbuild.smoke import (
     TIMEOUT_RANGE_S,
 )
 from envbuild.spec import validate
+from envbuild.spec.digest import spec_digest
 from envbuild.spec.mirrors import MAX_MIRRORS, NO_MIRRORS, Mirrors, check_entry, make_mirrors
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ class Spec(Record):
         "site",
     )
     path: str
-    digest: str  # sha256 of the file's bytes
+    digest: str  # sha256 of the file's bytes less [mirrors] and [site] (spec.digest)
     targets: tuple[Target, ...]
     packages: Packages
     image: ImageSpec
@@ -730,7 +730,7 @@ def load_spec(path: str) -> Spec:
         raise UsageError(
             f"{path} is not valid TOML: {exc}", fix="fix the syntax at the position named above"
         ) from None
-    return parse_spec(data, path, hashlib.sha256(raw).hexdigest(), raw.decode("utf-8"))
+    return parse_spec(data, path, spec_digest(raw, data), raw.decode("utf-8"))
 
 
 def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -> Spec:
