@@ -208,7 +208,9 @@ def _fill(staging: str, files: dict[str, bytes], wheelhouse: str | None, plan: P
     if plan is not None and plan.installer == "uv":
         from envbuild.render.uvbin import place_uv
 
-        place_uv(os.path.join(staging, "uv"), wheelhouse, plan.platform, index=plan.index_url)
+        place_uv(
+            os.path.join(staging, "uv"), wheelhouse, plan.platform, index=plan.index_url, mirrors=plan.mirrors
+        )
 
 
 def write_context(
