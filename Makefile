@@ -44,7 +44,7 @@ lint: dev
 
 # Every benchmark runs and prints its figures even when an earlier one misses its target; the target
 # fails at the end if any missed.
-BENCHES ?= resolve lock build layers refresh audit attest conda runtimes preflight engines
+BENCHES ?= resolve lock build layers refresh audit attest conda runtimes preflight engines vendor
 
 bench: dev
 	@missed=""; for b in $(BENCHES); do $(BIN)/python bench/$$b.py || missed="$$missed $$b"; done; \

@@ -673,6 +673,8 @@ def doctor(args: argparse.Namespace) -> int:
         gpu=args.gpu,
         registries=tuple(args.registry),
         runtime=args.runtime,
+        bundle=args.bundle,
+        spec=args.file,
     )
     sys.stdout.write(to_json(checks) + "\n" if args.json else to_text(checks))
     return EXIT_FAILURE if any(c.status == "fail" for c in checks) else EXIT_OK

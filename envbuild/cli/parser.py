@@ -702,6 +702,18 @@ def _doctor(parser: argparse.ArgumentParser) -> None:
     )
     subject.add_argument("--image", metavar="REF", help="judge this image (labels, NVIDIA_REQUIRE_CUDA)")
     parser.add_argument(
+        "--bundle",
+        metavar="BUNDLE",
+        help="check this `envbuild vendor` bundle against --lock, else the lock beside -f SPEC, offline",
+    )
+    parser.add_argument(
+        "-f",
+        "--file",
+        default=SPEC_FILE,
+        metavar="SPEC",
+        help=f"with --bundle: the spec whose envbuild.lock and installer judge it (default: {SPEC_FILE})",
+    )
+    parser.add_argument(
         "--no-gpu",
         dest="gpu",
         action="store_false",

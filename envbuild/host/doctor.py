@@ -829,6 +829,8 @@ def run_doctor(
     registries: tuple[str, ...] = (),
     attestations: Callable[[str], str | None] | None = None,
     runtime: str = "docker",
+    bundle: str | None = None,
+    spec: str = "envbuild.toml",
 ) -> list[Check]:
     """Every check, in the field's order, within one deadline of `timeout` seconds.
 
@@ -836,8 +838,15 @@ def run_doctor(
     Engine, BuildKit, and the login to each of `registries`. `attestations`: what makes the image's
     attestation line (attestation_checks). `runtime` (--runtime) other than docker: that runtime's
     checks (host.runtimecheck) take the place of the Engine, NVIDIA runtime, toolkit and BuildKit
-    ones, for a Slurm node that verifies with it and has no Docker daemon."""
+    ones, for a Slurm node that verifies with it and has no Docker daemon. `bundle` (--bundle): the
+    bundle `envbuild vendor` wrote, judged offline against `lock`, else the envbuild.lock beside
+    `spec` (host.bundlecheck)."""
     check_inputs(timeout=timeout, lock=lock, image=image, registries=registries, runtime=runtime)
+    subject = None
+    if bundle is not None:
+        from envbuild.host.bundlecheck import bundle_subject
+
+        subject = bundle_subject(bundle, lock=lock, spec=spec)
     deadline = Deadline(timeout)
     found: dict[str, SmiReport | None] = {"smi": None}
 
@@ -887,6 +896,10 @@ def run_doctor(
     if image:
         steps.append((f"image {image}", lambda: image_checks(matrix, found["smi"], image, deadline)))
         steps.append((f"image {image} attestations", lambda: attestation_checks(image, attestations)))
+    if subject is not None:
+        from envbuild.host.bundlecheck import bundle_checks
+
+        steps.append((f"bundle {bundle}", lambda: bundle_checks(subject)))
     checks: list[Check] = []
     for number, (name, step) in enumerate(steps):
         if deadline.expired():  # the last step ended on the deadline: nothing more may start
