@@ -601,7 +601,18 @@ def lock_checks(matrix: Matrix, smi: SmiReport | None, path: str) -> list[Check]
             )
         stack = dict(target.stack)
         compat = stack.get("compat", "native")
-        cuda = stack["cuda"]
+        cuda = stack.get("cuda")
+        if cuda is None:  # the reader takes a [target.stack] without it: a lock is untrusted input
+            checks.append(
+                Check(
+                    name=f"lock {target.name}",
+                    status="fail",
+                    evidence=f"{path}: target {target.name!r} records no cuda in [target.stack], so no "
+                    "driver can be judged against it",
+                    fix="run `envbuild lock` to write it again, and commit envbuild.lock",
+                )
+            )
+            continue
         requirement = None
         if strategy_for(target.strategy).sets_require_cuda:  # what render writes into the image
             requirement = f"cuda>={cuda}" if compat == "native" else f"cuda>={cuda.split('.')[0]}.0"

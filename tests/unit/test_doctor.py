@@ -376,3 +376,22 @@ def test_lock_that_is_a_directory_is_a_usage_error(capsys, fake_smi, tmp_path: P
     err = capsys.readouterr().err
     assert f"--lock {lock_dir} is a directory" in err
     assert "fix: pass the lock file itself" in err and "internal error" not in err
+
+
+def test_a_lock_whose_stack_records_no_cuda_is_a_failed_check_not_a_crash(
+    capsys, fake_smi, tmp_path: Path
+) -> None:
+    from envbuild.lockfile.model import write_lock
+    from envbuild.lockfile.read import load_lock
+
+    fake_smi("banner_550_h100_8gpu.txt")
+    path = write_cuda_lock(tmp_path / "envbuild.lock", "12.4", "550.54.14")
+    lock, _ = load_lock(str(path))
+    target = lock.targets[0]
+    write_lock(
+        str(path),
+        lock.replace(targets=(target.replace(stack=tuple(i for i in target.stack if i[0] != "cuda")),)),
+    )
+    _, report = doctor(capsys, "--lock", str(path))
+    check = by_name(report)["lock default"]
+    assert check["status"] == "fail" and "records no cuda in [target.stack]" in check["evidence"]
