@@ -67,6 +67,7 @@ APART_MODULES = frozenset(
         "test_registry_index.py",
         "test_registry_promote.py",
         "test_runtime_identify.py",
+        "test_apt_mirror.py",
     }
 )
 # modules whose every envbuild command runs on Podman (a module-wide ENVBUILD_ENGINE=podman, which
