@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install dev test unit lint bench clean
+.PHONY: install dev test unit lint bench docs clean
 
 install: $(BIN)/envbuild
 
@@ -22,8 +22,18 @@ dev: $(VENV)/.dev-installed
 # (pip's default): --no-compile saves 20 s here but, where PYTHONDONTWRITEBYTECODE=1 is set (as on CI's
 # machines), every process then compiles torch, TensorFlow and JAX again on import: 80 s more of tests.
 $(VENV)/.dev-installed: $(BIN)/envbuild
-	$(BIN)/python -m pip install --quiet -e '.[test,smoke]'
+	$(BIN)/python -m pip install --quiet -e '.[test,smoke,docs]'
 	@touch $@
+
+# The docs site (docs/ and mkdocs.yml; the reference pages and the compatibility explorer are generated
+# from the code and the matrix by docsgen/ at build time): MkDocs with the Material theme, into site/.
+# --strict: a broken link or a page missing from the nav fails the build.
+$(VENV)/.docs-installed: $(BIN)/envbuild
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	@touch $@
+
+docs: $(VENV)/.docs-installed
+	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 # One pytest over every core (pytest-xdist): the engine tests form one xdist group that a single worker
 # runs in order (they share the Docker Engine and the Slurm node; tests/helpers/parallel.py), while the
@@ -32,7 +42,7 @@ PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 
 test: dev
-	$(BIN)/ruff check envbuild tests bench
+	$(BIN)/ruff check envbuild tests bench docsgen
 	$(BIN)/envbuild matrix check
 	$(BIN)/python -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
@@ -40,7 +50,7 @@ unit: dev
 	$(BIN)/python -m pytest $(PARALLEL) tests/unit $(PYTEST_ARGS)
 
 lint: dev
-	$(BIN)/ruff check envbuild tests bench
+	$(BIN)/ruff check envbuild tests bench docsgen
 
 # Every benchmark runs and prints its figures even when an earlier one misses its target; the target
 # fails at the end if any missed.
@@ -51,4 +61,4 @@ bench: dev
 	if [ -n "$$missed" ]; then echo "benchmarks that missed a target:$$missed"; exit 1; fi
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site .pytest_cache .ruff_cache

@@ -288,3 +288,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _docker_available() -> bool:
     socket = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
     return socket.startswith("unix://") and Path(socket[len("unix://") :]).exists()
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The docs site as `make docs` builds it (mkdocs build --strict), once per test run."""
+    from tests.helpers.docs import site
+
+    return site(tmp_path_factory)
