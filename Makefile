@@ -33,7 +33,7 @@ $(VENV)/.docs-installed: $(BIN)/envbuild
 	@touch $@
 
 docs: $(VENV)/.docs-installed
-	$(BIN)/python -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 # One pytest over every core (pytest-xdist): the engine tests form one xdist group that a single worker
 # runs in order (they share the Docker Engine and the Slurm node; tests/helpers/parallel.py), while the

@@ -5,4 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-GENERATED: dict[str, Callable[[], str]] = {}
+
+def _placeholder(title: str) -> Callable[[], str]:
+    return lambda: f"# {title}\n\nGenerated at build time (issue 39: not written yet).\n"
+
+
+GENERATED: dict[str, Callable[[], str]] = {
+    "explorer.md": _placeholder("Compatibility explorer"),
+    "reference/cli.md": _placeholder("Commands"),
+    "reference/envbuild-toml.md": _placeholder("envbuild.toml"),
+    "reference/exit-codes.md": _placeholder("Exit codes"),
+    "reference/environment.md": _placeholder("Environment variables"),
+    "reference/formats.md": _placeholder("Records and reports"),
+}
