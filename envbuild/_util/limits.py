@@ -1,4 +1,4 @@
-"""Every bound envbuild puts on what it reads, in one place: the README's security section lists them.
+"""Every bound envbuild puts on what it reads, in one place: docs/concepts/trust-model.md lists them.
 
 Registries, channels, indexes, wheels, image layers, credential helpers and files named on the
 command line are input envbuild did not write. Without a bound, a 1.5 GiB manifest exhausted memory,
@@ -46,7 +46,7 @@ class Limit(Record):
         return int(raw)
 
     def shown(self) -> str:
-        """The default as the README's table and the errors write it: 4 MiB, 600 s, 200:1."""
+        """The default as the docs' table and the errors write it: 4 MiB, 600 s, 200:1."""
         if self.unit == "bytes":
             return size(self.default)
         if self.unit == "bytes per second":

@@ -9,7 +9,8 @@ it still says what verify wrote, for the image about to be promoted:
   from its own numbers (smoke.report.gate_problems), on the device the file names.
 
 What this does not do: prove who wrote the file. Anyone who can run envbuild's code can write a file
-that passes, digest included; a report is only as trustworthy as the runner that wrote it (README).
+that passes, digest included; a report is only as trustworthy as the runner that wrote it
+(docs/concepts/trust-model.md).
 The signed attestation that closes that gap replaces this function, and no caller has to change.
 """
 

@@ -485,6 +485,7 @@ def report_document(image_id: str, device: str, report: dict) -> dict:
 
 def save_report(path: str, verification: Verification) -> None:
     """{image, device, report, report-digest}: what promote needs to tie a passing smoke step to one
-    image id. The digest catches a file edited after this wrote it; it is no signature (README)."""
+    image id. The digest catches a file edited after this wrote it; it is no signature
+    (docs/concepts/trust-model.md)."""
     document = report_document(verification.image_id, verification.device, verification.report)
     write_atomic(path, json.dumps({**document, REPORT_DIGEST: report_digest(document)}, indent=2) + "\n")

@@ -14,7 +14,7 @@ from envbuild.matrix.platforms import DEFAULT_PLATFORM
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-# What went wrong, from the outside in (README, `envbuild lock`: "--check --json").
+# What went wrong, from the outside in (docs/concepts/lockfile.md: "--check --json").
 KINDS = (
     "seal",  # the content digest or HMAC does not hold: edited without envbuild (or the key)
     "spec",  # envbuild.toml changed since the lock (its digest)

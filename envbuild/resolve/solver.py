@@ -1,7 +1,7 @@
 """Pick the stacks a driver runs, and give every other candidate one reason.
 
-Pure: a Matrix and a Query in, a Resolution out; no I/O. The rules (documented in the README and
-relied on by the tests):
+Pure: a Matrix and a Query in, a Resolution out; no I/O. The rules (documented in docs/concepts/resolution.md
+and relied on by the tests):
 
 * native (default): a driver runs CUDA X.Y when it is >= the minimum driver of X.Y's GA release.
 * --compat minor: a driver >= the major's minor-version-compatibility floor also runs every X.Y of

@@ -9,7 +9,7 @@ from envbuild.errors import UsageError
 
 STARTER_TEMPLATE = """\
 # envbuild.toml: describe the environment once; `envbuild resolve`, `render` and `build` read it.
-# Every key is optional unless marked required. Docs: README.md ("envbuild.toml").
+# Every key is optional unless marked required. Docs: the docs site's reference/envbuild-toml page.
 
 [stack]
 {driver_line}

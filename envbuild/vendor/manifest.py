@@ -1,4 +1,4 @@
-"""bundle.json, the bundle's manifest (docs: BUNDLE-FORMAT in the README): what the bundle holds,
+"""bundle.json, the bundle's manifest (docs/concepts/lockfile.md, "One bundle"): what the bundle holds,
 each file with its kind, sha256, size and canonical source. Written last and atomically, so a bundle
 without it is unfinished; read back as untrusted input (bounded, every path inside the bundle)."""
 

@@ -6,9 +6,9 @@ AttributeError/TypeError, and a tag was pinned to whatever Docker-Content-Digest
 starts a real HTTP server on 127.0.0.1 (threaded http.server, speaking as much of the OCI
 distribution API as the command reads: manifests, blobs, referrers) that is huge, slow, malformed,
 redirecting or lying, runs `envbuild audit` or `envbuild attest` on it in a subprocess (a loopback
-registry is spoken to over plain http, as the README says), and asserts the error text, the exit
-code, no traceback or internal error, a bound in bytes (what the server managed to send, counted by
-the server) and that nothing is left in the temporary or cache directories. No wall-clock assertion:
+registry is spoken to over plain http, as docs/concepts/trust-model.md says), and asserts the error text,
+the exit code, no traceback or internal error, a bound in bytes (what the server managed to send, counted
+by the server) and that nothing is left in the temporary or cache directories. No wall-clock assertion:
 the slow case asserts the deadline's error text and the bytes sent.
 """
 

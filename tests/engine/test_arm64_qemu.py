@@ -3,11 +3,11 @@
 and a multi-arch Debian base in the loopback registry. BuildKit builds each platform (arm64's RUN
 steps emulated), each CPU smoke step passes its gates (arm64's under QEMU), each verified image is
 promoted and pushed by digest, and one OCI index over both is pushed and read back. First, the rule
-that nothing is tagged while one platform fails. Emulation is slow (README, "arm64 / Grace"), so the
-emulated platform is built and smoke-tested once per session: the first test verifies amd64 and
-fails arm64 at its install step (the steps before it are cached for the second), and the second
-builds and verifies both. Each test still runs its own `envbuild build`, since what it checks is that
-run (one fails a platform and tags nothing, the other pushes an index).
+that nothing is tagged while one platform fails. Emulation is slow (docs/concepts/pipeline.md, "arm64 on
+an x86_64 runner"), so the emulated platform is built and smoke-tested once per session: the first test
+verifies amd64 and fails arm64 at its install step (the steps before it are cached for the second), and
+the second builds and verifies both. Each test still runs its own `envbuild build`, since what it checks
+is that run (one fails a platform and tags nothing, the other pushes an index).
 
 The base stands in for nvidia/cuda's ubuntu24.04 image (no image registry is reachable here): it is
 Debian's Python 3.11, the wheelhouse's, while the plan names the ubuntu24.04 row's 3.12.

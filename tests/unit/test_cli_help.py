@@ -14,7 +14,7 @@ from envbuild.cli.app import main
 from envbuild.cli.parser import build_parser
 from tests.helpers.paths import REPO
 
-# The order the data flows (README, "How the code is laid out"): write the spec, resolve, lock,
+# The order the data flows (docs/development.md, "How the code is laid out"): write the spec, resolve, lock,
 # render, build (its audit gate), verify, promote; then the scale-out generators, the host and the
 # data; completion last.
 PIPELINE_ORDER = [

@@ -7,6 +7,7 @@ import hidden in a function is still a dependency.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ PACKAGE = REPO / "envbuild"
 
 # Lowest first, in the order the data flows. A unit may import only units before it. smoke sits low:
 # its programs and its report format are data that render, image, host and spec carry; pipeline and cli
-# sit on top of all stages. The README's layout section lists the same packages in the same order.
+# sit on top of all stages. docs/development.md's layout section lists the same packages in the same order.
 LAYERS = (
     "envbuild",  # __init__: the version
     "envbuild.errors",
@@ -104,13 +105,13 @@ def module_graph() -> dict[str, set[str]]:
 
 def test_every_unit_is_in_the_layer_list() -> None:
     units = {unit_of(m) for m in envbuild_modules()}
-    assert units == set(LAYERS), "add a new package or top-level module to LAYERS (and the README)"
+    assert units == set(LAYERS), "add a new package or top-level module to LAYERS (and docs/development.md)"
 
 
-def readme_layout() -> list[str]:
-    """The units the README's layout section lists, in its order: each `  name/` or `  name.py` line of
-    the `envbuild/` block that follows "in the order the data flows"."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def documented_layout() -> list[str]:
+    """The units docs/development.md's layout section lists, in its order: each `  name/` or `  name.py`
+    line of the `envbuild/` block that follows "in the order the data flows"."""
+    text = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
     section = text[text.index("in the order the data flows") :]
     block = section[section.index("```\nenvbuild/\n") + len("```\nenvbuild/\n") :]
     block = block[: block.index("```")]
@@ -125,13 +126,42 @@ def readme_layout() -> list[str]:
     return units
 
 
-def test_readme_layout_lists_the_layers_in_order() -> None:
-    """The README tells a new maintainer where each stage lives: it must name every unit in LAYERS,
-    no other, in the same order, or it reads as a pipeline the code is not."""
-    listed = readme_layout()
-    assert sorted(set(LAYERS) - set(listed)) == [], "in LAYERS but not in the README's layout section"
-    assert sorted(set(listed) - set(LAYERS)) == [], "in the README's layout section but not in LAYERS"
-    assert listed == list(LAYERS), "the README's layout section lists the units in another order"
+def test_development_page_layout_lists_the_layers_in_order() -> None:
+    """docs/development.md tells a new maintainer where each stage lives: it must name every unit in
+    LAYERS, no other, in the same order, or it reads as a pipeline the code is not."""
+    listed = documented_layout()
+    page = "docs/development.md's layout section"
+    assert sorted(set(LAYERS) - set(listed)) == [], f"in LAYERS but not in {page}"
+    assert sorted(set(listed) - set(LAYERS)) == [], f"in {page} but not in LAYERS"
+    assert listed == list(LAYERS), f"{page} lists the units in another order"
+
+
+def documented_modules() -> dict[str, str]:
+    """Each package's entry in docs/development.md's layout block (its line and the indented lines
+    under it), by the package's directory name."""
+    text = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    block = text[text.index("```\nenvbuild/\n") :]
+    block = block[: block.index("```", 4)]
+    entries = re.findall(r"^  (\w+)/(.*?)(?=^  \S|^\S|\Z)", block, re.S | re.M)
+    return {name: entry for name, entry in entries}
+
+
+def test_development_page_names_every_module_of_each_package() -> None:
+    """The layout drifted once (issue 39: modules added, never described). Each package's entry names
+    every module and subpackage it has, so a new one is described where a maintainer looks for it."""
+    entries = documented_modules()
+    unnamed = []
+    packages = [path for path in PACKAGE.iterdir() if (path / "__init__.py").exists()]
+    for package in sorted(packages):
+        if package.name == "_testing":  # the tests' services: described as a whole
+            continue
+        entry = entries.get(package.name, "")
+        for child in sorted(package.iterdir()):
+            name = child.stem if child.suffix == ".py" else child.name
+            is_module = child.suffix == ".py" or (child / "__init__.py").exists()
+            if is_module and name != "__init__" and not re.search(rf"\b{re.escape(name)}\b", entry):
+                unnamed.append(f"{package.name}/{child.name}")
+    assert unnamed == [], f"describe these in docs/development.md's layout block: {unnamed}"
 
 
 def test_no_package_imports_one_above_it() -> None:

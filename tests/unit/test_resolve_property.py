@@ -1,6 +1,6 @@
 """Property: every returned stack satisfies every constraint, and no rejected candidate would have.
 
-The oracle below re-derives the rules from their statement (README "Resolution rules") without the
+The oracle below re-derives the rules from their statement (docs/concepts/resolution.md) without the
 resolver's code paths, over the whole bundled matrix and random queries.
 """
 
@@ -81,7 +81,7 @@ def covered(variant: Variant, cc: tuple[int, int], native: bool, platform: str) 
 
 
 def cudnn_floor(matrix: Matrix, version: tuple[int, int]) -> tuple[int, int]:
-    """README: a release between two [[cudnn]] rows has the higher of their floors."""
+    """Rules: a release between two [[cudnn]] rows has the higher of their floors."""
     rows = sorted((r.version, r.min_cc) for r in matrix.cudnn if r.min_cc)
     exact = [cc for v, cc in rows if v == version]
     if exact:
@@ -91,7 +91,7 @@ def cudnn_floor(matrix: Matrix, version: tuple[int, int]) -> tuple[int, int]:
 
 
 def cudnn_fits(matrix: Matrix, q: Query, variant: Variant, cuda: tuple[int, int]) -> bool:
-    """README: some cuDNN the install can get (a fixed one, the image's, or a release in the open
+    """Rules: some cuDNN the install can get (a fixed one, the image's, or a release in the open
     range with a build for the CUDA major) has kernels for every queried GPU."""
     if not q.gpus or not variant.cudnn:
         return True
@@ -113,7 +113,7 @@ def cudnn_fits(matrix: Matrix, q: Query, variant: Variant, cuda: tuple[int, int]
 
 
 def _accepts(bundled: str | None, wanted: str) -> bool:
-    """README: a range is met by containment; an exact version by it or a newer release of its major."""
+    """Rules: a range is met by containment; an exact version by it or a newer release of its major."""
     if bundled is None:
         return False
     pinned = wanted[2:] if wanted.startswith("==") and "," not in wanted else wanted
@@ -125,7 +125,7 @@ def _accepts(bundled: str | None, wanted: str) -> bool:
 
 
 def needs_met(matrix: Matrix, q: Query, release: Release, variant: Variant, cuda: tuple[int, int]) -> bool:
-    """README "Pins inside the wheels' own bounds" and "Base images bundle what the framework accepts",
+    """Rules, "Pins inside the wheels' own bounds" and "Base images bundle what the framework accepts",
     restated with packaging (the resolver reads bounds with envbuild.matrix.bounds)."""
     framework = next(fw.name for fw in matrix.frameworks if release in fw.releases)
     row = matrix.requirements(framework, release.version, variant.name)
@@ -145,7 +145,7 @@ def needs_met(matrix: Matrix, q: Query, release: Release, variant: Variant, cuda
                 + [f"{cuda[0]}.{cuda[1]}.{p}.{q}" for p in range(0, 10) for q in range(0, 200)]
             ):
                 return False
-    # README: a build with its own copies (torch) gets the `base` flavor, which bundles neither
+    # Rules: a build with its own copies (torch) gets the `base` flavor, which bundles neither
     own = variant.cuda_from == "wheels" and not variant.extra
     if q.strategy == "base-image" and not own:
         image = matrix.image_for(cuda, q.os or "ubuntu22.04")
