@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from envbuild.cli.app import main
+from envbuild.matrix.model import Matrix
 from tests.helpers import artifacts
 from tests.helpers.capability import missing
 from tests.helpers.paths import REPO
@@ -66,7 +67,7 @@ class _QuietHandler(SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def served(built_site: Path) -> Iterator[str]:
     """The built site from Python's http.server on 127.0.0.1, as a reader's browser would get it."""
     server = ThreadingHTTPServer(
@@ -82,8 +83,9 @@ def served(built_site: Path) -> Iterator[str]:
         thread.join()
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One headless chromium for the module, with a fresh profile; it keeps the console's errors."""
     for tool, package in ((CHROMIUM, "chromium"), (CHROMEDRIVER, "chromium-driver")):
         if not os.access(tool, os.X_OK):
             missing(f"{tool} is not installed (Debian: apt-get install {package})")
@@ -94,8 +96,9 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         missing("selenium is not installed (pip install -e '.[test]')")
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'profile'}"):
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "SEVERE"})
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
     try:
         yield driver
@@ -104,13 +107,14 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 
 def test_typing_rtx_4090_leaves_its_rows_and_the_r550_row_is_what_resolve_says(
-    served: str, browser: Any, capsys: pytest.CaptureFixture[str]
+    browser: Any, served: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get(f"{served}/explorer/")
     assert browser.execute_script(VISIBLE_ROWS, "grid") == [], "the GPU x branch table shows before a filter"
+    assert browser.get_log("browser") == [], "the page logged errors"
     browser.find_element(By.ID, "explorer-filter").send_keys(GPU)
     WebDriverWait(browser, 5).until(lambda d: d.execute_script(VISIBLE_ROWS, "grid"))
 
@@ -154,3 +158,34 @@ def test_typing_rtx_4090_leaves_its_rows_and_the_r550_row_is_what_resolve_says(
     artifacts.keep(
         SCREENSHOT, f"the compatibility explorer filtered to {GPU} (tests/integration/{Path(__file__).name})"
     )
+
+
+def test_a_driver_leaves_its_branch_and_the_gpus_it_drives(
+    browser: Any, served: str, matrix: Matrix, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(f"{served}/explorer/")
+    browser.find_element(By.ID, "explorer-filter").send_keys(f"R{BRANCH}")
+    WebDriverWait(browser, 5).until(lambda d: d.execute_script(VISIBLE_ROWS, "grid"))
+
+    assert [row["branches"] for row in browser.execute_script(VISIBLE_ROWS, "branches")] == [[str(BRANCH)]]
+    grid = browser.execute_script(VISIBLE_ROWS, "grid")
+    assert all(str(BRANCH) in row["branches"] for row in grid)
+    assert sorted(row["gpu"] for row in grid) == sorted(g.name for g in matrix.gpus if not g.integrated)
+    gpus = browser.execute_script(VISIBLE_ROWS, "gpus")
+    assert gpus and all(str(BRANCH) in row["branches"] for row in gpus)
+    # a GPU R550 cannot drive, as resolve says, is not among them
+    main(["resolve", "--gpu", "RTX 5090", "--driver", str(BRANCH), "--json"])
+    assert json.loads(capsys.readouterr().out)["problems"], "RTX 5090 no longer needs a newer branch"
+    assert "RTX 5090" not in {row["gpu"] for row in gpus}
+    assert browser.get_log("browser") == []
+
+
+def test_the_filter_script_leaves_other_pages_alone(browser: Any, served: str) -> None:
+    """explorer.js is loaded on every page (mkdocs.yml extra_javascript): where there is no filter box
+    it returns before touching anything, so it raises nothing there."""
+    browser.get(f"{served}/")
+    assert "explorer.js" in browser.page_source
+    assert browser.get_log("browser") == []
