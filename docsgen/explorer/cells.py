@@ -25,14 +25,15 @@ def stack_data(stack: StackAnswer, *, brief: bool = False) -> dict[str, str | No
     }
 
 
-def stack_text(stack: StackAnswer, *, titled: bool) -> str:
-    """ "2.7.1 cu118 · CUDA 11.8" on one line, the version linked to the variant row's source; titled:
-    the row and the stack's Python and minimum driver on hover."""
-    title = f"{stack.where}: Python {stack.python}, driver >= {stack.min_driver}" if titled else None
-    return (
-        f'<span class="explorer-stack">{link(stack.version, stack.source, title=title)} '
-        f"<small>{escape(stack.variant)} · CUDA {escape(stack.cuda)}</small></span>"
-    )
+def stack_text(stack: StackAnswer, *, full: bool) -> str:
+    """ "2.7.1 cu118 · CUDA 11.8", the version linked to the variant row's source. full: the row, the
+    stack's Python and minimum driver on hover, and the whole kept on one line in a cell that wraps;
+    the GPU x branch table's cells (a few thousand, never wrapped) go without."""
+    detail = f"<small>{escape(stack.variant)} · CUDA {escape(stack.cuda)}</small>"
+    if not full:
+        return f"{link(stack.version, stack.source)} {detail}"
+    title = f"{stack.where}: Python {stack.python}, driver >= {stack.min_driver}"
+    return f'<span class="explorer-stack">{link(stack.version, stack.source, title=title)} {detail}</span>'
 
 
 def none_cell(framework: str, source: str, *, title: str | None = None) -> str:

@@ -66,5 +66,5 @@ def _row(run: list[GpuBranchAnswer], facts: GpuFacts, width: int) -> str:
             if stack is None:
                 cells.append(none_cell(framework, gpu.prov.source))
             else:
-                cells.append(cell(stack_text(stack, titled=False), data=stack_data(stack, brief=True)))
+                cells.append(cell(stack_text(stack, full=False), data=stack_data(stack, brief=True)))
     return row(cells, gpu=gpu.name, branches=[a.branch.branch for a in run], css=css)

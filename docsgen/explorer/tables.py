@@ -30,12 +30,12 @@ def _framework_cell(answer: FrameworkAnswer, branch: Branch) -> str:
     if answer.best is None:
         title = answer.closest or f"R{branch.branch} runs CUDA <= {format_minor(branch.native_cuda)}"
         return none_cell(answer.framework, branch.prov.source, title=title)
-    inner = stack_text(answer.best, titled=True)
+    inner = stack_text(answer.best, full=True)
     if answer.with_minor is not None:
         minor = answer.with_minor
         inner += (
             f'<span class="explorer-minor"{attrs(stack_data(minor))}>'
-            f"<small>with --compat minor:</small> {stack_text(minor, titled=True)}</span>"
+            f"<small>with --compat minor:</small> {stack_text(minor, full=True)}</span>"
         )
     return cell(inner, data=stack_data(answer.best))
 
