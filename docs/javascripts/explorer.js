@@ -69,7 +69,12 @@
         row.element.hidden = !keep;
         left += keep ? 1 : 0;
       });
+      // the table, and the theme's scrolling wrapper around it (it wraps tables once the page loads)
       table.element.hidden = left === 0;
+      var wrapper = table.element.closest(".md-typeset__scrollwrap");
+      if (wrapper) {
+        wrapper.hidden = left === 0;
+      }
       if (table.empty) {
         table.empty.hidden = left > 0;
       }
@@ -99,4 +104,5 @@
     input.value = asked; // explorer/?filter=RTX+4090 opens the page filtered
   }
   apply();
+  window.addEventListener("load", apply); // again once the theme has wrapped the tables
 })();

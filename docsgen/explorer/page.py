@@ -71,7 +71,9 @@ def _filter_box(matrix: Matrix) -> str:
     )
     how = (
         "Type a GPU name or a driver branch (`550`, `R550`, or a full version such as `550.54.15`): the "
-        "tables keep the rows of that GPU or branch, and the GPU table the GPUs that branch drives. Words "
-        "combine: `H100 550` leaves the H100 on R550."
+        "tables keep the rows of that GPU or branch, the GPUs that branch drives and the CUDA majors it "
+        "runs with `--compat minor`. Words "
+        "combine: `H100 550` leaves the H100 on R550. A link can carry the filter: "
+        "`explorer/?filter=RTX+4090`."
     )
     return f"{box}\n\n{how}"

@@ -12,7 +12,7 @@ from docsgen.explorer.cells import branch_cell, gpu_cell, gpu_words, none_cell, 
 from docsgen.explorer.gpus import GpuFacts, ReleaseRun
 from docsgen.explorer.markup import attrs, cell, link, row, table
 from envbuild.matrix.model import Branch, Framework, Matrix
-from envbuild.matrix.versions import format_cc, format_driver, format_minor
+from envbuild.matrix.versions import format_cc, format_driver, format_minor, parse_driver
 
 
 def branches_table(matrix: Matrix, answers: list[BranchAnswer]) -> str:
@@ -112,17 +112,20 @@ def _cuda_rows(matrix: Matrix) -> Iterable[str]:
 
 
 def minor_compat_table(matrix: Matrix) -> str:
+    """Per CUDA major, its minor-version-compatibility floor; a row answers for the branches at or
+    above it (the resolver's rule: a current driver of the branch meets the floor)."""
     rows = []
     for major in sorted(matrix.minor_compat, reverse=True):
         floor = matrix.minor_compat[major]
         source = floor.prov.source
+        meeting = [b for b in sorted(matrix.branches) if parse_driver(str(b)).at_least(floor.min_driver)]
         rows.append(
             row(
                 [
                     cell(link(f"{major}.x", source)),
                     cell(link(format_driver(floor.min_driver), source, title=floor.prov.note)),
                 ],
-                branches=[floor.min_driver[0]],
+                branches=meeting,
             )
         )
     return table("minor-compat", ["CUDA", "Minimum driver with --compat minor"], rows)
