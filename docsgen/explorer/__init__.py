@@ -2,8 +2,8 @@
 and branch pair, computed by the resolver `envbuild resolve` runs (answers.py), the GPU catalogue's
 floors and kernels (gpus.py), written as one page (page.py).
 
-The page is made on every docs build, so its cost is logged: the matrix is loaded once, and a
-resolution is reused only for GPUs the resolver cannot tell apart (answers._choice_facts).
+The page is made on every docs build, so its cost is logged (about 1.5 s here): the matrix is loaded
+once, and a resolution is reused only where the answer is provably the same (answers.gpu_branch_answers).
 """
 
 from __future__ import annotations

@@ -17,9 +17,8 @@ class Cell(Record):
     __slots__ = ("attrs", "links", "stacks", "text")
     attrs: dict[str, str]
     links: tuple[str, ...]  # every href in the cell
-    stacks: tuple[
-        dict[str, str], ...
-    ]  # attributes of elements inside it that describe a stack (--compat minor)
+    # attributes of the elements inside it that describe a stack (the --compat minor line)
+    stacks: tuple[dict[str, str], ...]
     text: str
 
 
