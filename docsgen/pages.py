@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from docsgen.explorer import explorer_page
+
 
 def _placeholder(title: str) -> Callable[[], str]:
     return lambda: f"# {title}\n\nGenerated at build time (issue 39: not written yet).\n"
 
 
 GENERATED: dict[str, Callable[[], str]] = {
-    "explorer.md": _placeholder("Compatibility explorer"),
+    "explorer.md": explorer_page,
     "reference/cli.md": _placeholder("Commands"),
     "reference/envbuild-toml.md": _placeholder("envbuild.toml"),
     "reference/exit-codes.md": _placeholder("Exit codes"),
