@@ -159,12 +159,17 @@ def test_the_spec_s_own_smoke_settings_and_gpus_reach_both_generators(matrix: Ma
     ]
 
 
-def test_a_github_verify_job_that_names_a_matrix_checks_it_out(matrix: Matrix) -> None:
-    spec_path, kwargs = GITHUB_CASES["sealed-pinned"]
-    verify = yaml_load(workflow_yaml(matrix, load_spec(str(spec_path)), **kwargs))["jobs"]["verify"]
-    assert verify["steps"][0]["uses"].startswith(ACTIONS["checkout"].split("@")[0] + "@")
-    plain = yaml_load(workflow_yaml(matrix, load_spec(str(GITHUB_CASES["torch"][0])), install=INSTALL))
-    assert all("checkout" not in step.get("uses", "") for step in plain["jobs"]["verify"]["steps"])
+def test_github_verify_and_promote_jobs_check_the_repository_out(matrix: Matrix) -> None:
+    """verify reads the checkout's --matrix (its --gpu names) and may install envbuild from a wheel in
+    the repository; promote's attach step takes the locked hashes from the spec's envbuild.lock (without
+    the checkout its SBOM said "built unlocked"). Both check out first, with or without --matrix."""
+    checkout = ACTIONS["checkout"].split("@")[0] + "@"
+    for name in ("sealed-pinned", "torch"):
+        spec_path, kwargs = GITHUB_CASES[name]
+        text = workflow_yaml(matrix, load_spec(str(spec_path)), **{"install": INSTALL, **kwargs})
+        jobs = yaml_load(text)["jobs"]
+        for job in ("verify", "promote"):
+            assert jobs[job]["steps"][0]["uses"].startswith(checkout), (name, job)
 
 
 SKIP_SPEC = (
