@@ -112,7 +112,9 @@ def help_of(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
 
 
 def name_of(action: argparse.Action) -> str:
-    return max(action.option_strings, key=len) if action.option_strings else str(action.metavar or action.dest)
+    return (
+        max(action.option_strings, key=len) if action.option_strings else str(action.metavar or action.dest)
+    )
 
 
 def options_table(command: CommandDoc) -> str:
@@ -151,7 +153,7 @@ def section(command: CommandDoc) -> str:
         items = [
             f"- [{md.code(command.title + ' ' + name)}](#{md.anchor(command.title + ' ' + name)}): "
             + md.text(choice.help or "")
-            for name, choice in zip(action.choices, action._choices_actions)
+            for name, choice in zip(action.choices, action._choices_actions, strict=True)
         ]
         out += ["Its subcommands:", "", *items, ""]
     table = options_table(command)

@@ -34,8 +34,10 @@ def text(value: str) -> str:
     escaped, newlines folded into spaces."""
     one_line = " ".join(value.split())
     parts = _CODE_SPAN.split(one_line)
-    return "".join(part if part.startswith("`") and part.endswith("`") and len(part) > 1 else _escape_plain(part)
-                   for part in parts)
+    return "".join(
+        part if part.startswith("`") and part.endswith("`") and len(part) > 1 else _escape_plain(part)
+        for part in parts
+    )
 
 
 def code(value: object) -> str:
