@@ -18,12 +18,11 @@ def page() -> str:
 
     return (
         "# Environment variables\n\n"
-        "Every `ENVBUILD_*` variable envbuild, its smoke programs and the preflight guard in its images "
-        "read, generated from the list in `envbuild/cli/envvars.py`; a test fails when the code reads a "
-        "variable that list lacks, or the list keeps one nothing reads. Where a variable stands in for a "
-        "flag, the flag wins when both are given.\n\n"
-        + variables_table(envvars.VARIABLES)
-        + "\n## The tests' own\n\n"
+        "Every `ENVBUILD_*` variable read by envbuild, by the smoke programs and the preflight guard in "
+        "the images it builds, or by the CI files it writes. The table is generated from the list in "
+        "`envbuild/cli/envvars.py`; a test fails when the code reads a variable the list lacks, or the "
+        "list keeps one nothing reads. Where a variable stands in for a flag, the flag wins when both are "
+        "given.\n\n" + variables_table(envvars.VARIABLES) + "\n## The tests' own\n\n"
         "The test suite, the benchmarks and `.ci/run` read these; envbuild never does.\n\n"
         + variables_table(envvars.TEST_VARIABLES)
     )

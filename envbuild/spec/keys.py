@@ -152,8 +152,8 @@ TABLES = (
         name="smoke",
         array=False,
         meaning="The smoke training step every image must pass before it is promoted, and your own "
-        "checks after it. render writes each setting into a label of the image, which `envbuild verify` "
-        "reads back.",
+        "checks after it. The image carries them (device, steps, precision and timeout as labels), so "
+        "`envbuild verify` runs it as the spec says.",
         free_keys=None,
     ),
     SpecTable(
