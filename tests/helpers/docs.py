@@ -29,7 +29,9 @@ def build_site(directory: Path) -> None:
         timeout=600,
     )
     if built.returncode != 0:
-        raise AssertionError(f"mkdocs build --strict failed ({built.returncode}):\n{built.stdout}{built.stderr}")
+        raise AssertionError(
+            f"mkdocs build --strict failed ({built.returncode}):\n{built.stdout}{built.stderr}"
+        )
 
 
 def site(factory: pytest.TempPathFactory) -> Path:
