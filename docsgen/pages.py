@@ -5,18 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from docsgen import cli_reference, environment, exit_codes, formats, spec_reference
 from docsgen.explorer import explorer_page
-
-
-def _placeholder(title: str) -> Callable[[], str]:
-    return lambda: f"# {title}\n\nGenerated at build time (issue 39: not written yet).\n"
-
 
 GENERATED: dict[str, Callable[[], str]] = {
     "explorer.md": explorer_page,
-    "reference/cli.md": _placeholder("Commands"),
-    "reference/envbuild-toml.md": _placeholder("envbuild.toml"),
-    "reference/exit-codes.md": _placeholder("Exit codes"),
-    "reference/environment.md": _placeholder("Environment variables"),
-    "reference/formats.md": _placeholder("Records and reports"),
+    "reference/cli.md": cli_reference.page,
+    "reference/envbuild-toml.md": spec_reference.page,
+    "reference/exit-codes.md": exit_codes.page,
+    "reference/environment.md": environment.page,
+    "reference/formats.md": formats.page,
 }

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import signal
 
+from envbuild.errors import EXIT_SIGNAL_BASE
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -26,7 +28,7 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int) -> None:
         self.signum = signum
         self.name = signal.Signals(signum).name
-        self.exit_code = 128 + signum
+        self.exit_code = EXIT_SIGNAL_BASE + signum
         super().__init__(f"interrupted by {self.name}")
 
 

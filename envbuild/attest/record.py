@@ -36,40 +36,80 @@ class Images(Record):
         return {name: value for name, value in ids if value is not None}
 
 
-# every top-level record.json field, with the JSON type a read-back record must give it (None is
-# always allowed: an absent fact). A wrong type was an AttributeError deep in a builder (issue 33).
-FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "target": str,
-    "envbuild": str,
-    "built_by": str,  # a promoted image's io.envbuild.version label (attest.facts)
-    "ok": bool,
-    "status": str,  # started | auditing | verifying | promoting | verified | promoted | failed | interrupted
-    "error": str,
-    "started": str,  # RFC 3339 UTC
-    "finished": str,
-    "lock_digest": str,
-    "smoke_device": str,
-    "stages": dict,  # {stage: {"seconds", ...its outcome}}
-    "images": dict,
-    "tags": list,
-    "pushed": list,  # [{"tag", "digest"}]
-    "smoke": dict,  # the smoke report
-    "report_digest": str,
-    "stack": dict,  # the stack document render wrote
-    "engine": (str, dict),
-    "backend": (str, dict),
-    "platform": str,
-    "spec": dict,  # {"path", "digest"}
-    "base_image": str,
-    "nvidia_require_cuda": str,
-    "dependencies": list,  # attest.inputs.dependencies
-    "audit": dict,  # the audit gate's document
-    "labels": dict,  # a verified, unpromoted image's: what promote would label it with
-    "plan_tags": list,  # ... and the tags it would get
-    "attestations": dict,  # fields.RECORD_AFTER_ATTACH
-    "platforms": dict,  # a multi-platform target's: {platform: {"image", "tags"}}
-    "index": str,  # ... and the index pushed over them
-}
+class RecordField(Record):
+    """One top-level record.json field: its name, the JSON type(s) a read-back record must give it (None
+    is always allowed: an absent fact; a wrong type was an AttributeError deep in a builder, issue 33),
+    and what it holds (docs: reference/formats.md is generated from these)."""
+
+    __slots__ = ("name", "types", "meaning")
+    name: str
+    types: type | tuple[type, ...]
+    meaning: str
+
+
+def _field(name: str, types: type | tuple[type, ...], meaning: str) -> RecordField:
+    return RecordField(name=name, types=types, meaning=meaning)
+
+
+FIELDS = (
+    _field("target", str, "the target's name ([[target]] name, or default)"),
+    _field("envbuild", str, "the version of envbuild that wrote the record"),
+    _field("built_by", str, "a promoted image's io.envbuild.version label: the envbuild that built it"),
+    _field("ok", bool, "whether the target passed: verified, or verified and promoted"),
+    _field(
+        "status",
+        str,
+        "where the build got to: started, auditing, verifying, promoting, verified (passed, not yet "
+        "promoted), promoted, failed or interrupted",
+    ),
+    _field("error", str, "why the build failed or stopped; null when it did not"),
+    _field("started", str, "when the build of the target started, RFC 3339 UTC (2026-12-01T05:40:00Z)"),
+    _field("finished", str, "when it ended, RFC 3339 UTC"),
+    _field("lock_digest", str, '"sha256:<hex>" of envbuild.lock; null: built unlocked'),
+    _field("smoke_device", str, "gpu or cpu: the device the smoke step ran on"),
+    _field(
+        "stages",
+        dict,
+        "one entry per stage that ran (render, build, audit, verify, promote): its seconds and outcome",
+    ),
+    _field("images", dict, "built: the untagged image the build made; promoted: the image id promote tagged"),
+    _field("tags", list, "the tags the image got (empty when it was not promoted)"),
+    _field(
+        "pushed", list, '[{"tag", "digest"}]: each tag pushed, with the manifest digest the registry gave'
+    ),
+    _field("smoke", dict, "the smoke report (envbuild/smoke/schema.json)"),
+    _field(
+        "report_digest",
+        str,
+        "the smoke report's digest, as the promoted image's io.envbuild.smoke.report-digest label",
+    ),
+    _field("stack", dict, "the stack document render wrote (its stack.json)"),
+    _field("engine", (str, dict), "the container engine that built the image, and its version"),
+    _field("backend", (str, dict), "how it built: buildkit (the docker CLI) or api (the Engine API)"),
+    _field("platform", str, "the platform the image was built for: linux/amd64 or linux/arm64"),
+    _field("spec", dict, '{"path", "digest"}: envbuild.toml, and "sha256:<hex>" of its bytes'),
+    _field("base_image", str, "the FROM reference (name:tag@sha256:... when locked or pinned)"),
+    _field("nvidia_require_cuda", str, "the image's NVIDIA_REQUIRE_CUDA; null where the base image sets it"),
+    _field(
+        "dependencies",
+        list,
+        '[{"name", "version", "layer", "index", "hashes", "file", "file_hash"}]: each locked Python '
+        "package, with the wheel file the build installed and its hash",
+    ),
+    _field(
+        "audit", dict, "the audit gate's document: the kernels found, the verdict per GPU, what it skipped"
+    ),
+    _field("labels", dict, "a verified, unpromoted image's: the labels promote would give it"),
+    _field("plan_tags", list, "... and the tags it would get"),
+    _field(
+        "attestations", dict, '{"files", "attached", "seconds"}: the SBOM and provenance written and attached'
+    ),
+    _field(
+        "platforms", dict, 'a target of several platforms: {platform: {"image", "tags"}}, one per platform'
+    ),
+    _field("index", str, "... and the multi-platform index pushed over them"),
+)
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {field.name: field.types for field in FIELDS}
 _TUPLES = ("tags", "pushed", "dependencies", "plan_tags")  # JSON lists, kept as tuples
 _JSON_NAMES = {str: "a string", dict: "an object", list: "a list", bool: "a boolean", int: "a number"}
 

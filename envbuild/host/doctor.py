@@ -929,17 +929,27 @@ def run_doctor(
 _COLOURS = {"ok": "\033[32m", "warn": "\033[33m", "fail": "\033[31m", "skip": "\033[2m"}
 
 
+# the widest the name column gets: a longer name (an image reference, `image REPO@sha256:... attestations`)
+# is printed whole on a line of its own, and its evidence starts on the next, in the column, so one long
+# name does not push every check's evidence 120 characters to the right
+NAME_COLUMN = 32
+
+
 def to_text(checks: list[Check], *, colour: bool | None = None) -> str:
     colour = os.isatty(1) and not os.environ.get("NO_COLOR") if colour is None else colour
-    width = max(len(c.name) for c in checks)
+    width = min(max(len(c.name) for c in checks), NAME_COLUMN)
+    under = " " * (len("[fail] ") + width) + "  "  # where the evidence and the fix start
     lines = []
     for check in checks:
         status = f"{check.status:>4}"
         if colour:
             status = f"{_COLOURS[check.status]}{status}\033[0m"
-        lines.append(f"[{status}] {check.name.ljust(width)}  {check.evidence}")
+        if len(check.name) > width:
+            lines += [f"[{status}] {check.name}", f"{under}{check.evidence}"]
+        else:
+            lines.append(f"[{status}] {check.name.ljust(width)}  {check.evidence}")
         if check.fix:
-            lines.append(f"       {' ' * width}  fix: {check.fix}")
+            lines.append(f"{under}fix: {check.fix}")
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     lines.append(f"{failed} failed, {warned} warning(s), {len(checks)} checks")

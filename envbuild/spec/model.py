@@ -29,6 +29,19 @@ from envbuild.smoke import (
 )
 from envbuild.spec import validate
 from envbuild.spec.digest import spec_digest
+from envbuild.spec.keys import (  # the keys' declarations; the constants are re-exported for the readers
+    DEFAULT_CONDA_CHANNELS,
+    DEFAULT_OS,
+    DEFAULT_REPOSITORY,
+    DEFAULT_TAG,
+    DEFAULT_USER,
+    ENGINES,
+    INSTALLERS,
+    PYTHON_SOURCES,
+    SKIP_KEYS,
+    TABLE_KEYS,
+    TOP_LEVEL,
+)
 from envbuild.spec.mirrors import MAX_MIRRORS, NO_MIRRORS, Mirrors, check_entry, make_mirrors
 
 if TYPE_CHECKING:
@@ -40,11 +53,6 @@ if TYPE_CHECKING:
 # the lock file `envbuild lock` writes next to envbuild.toml: a team commits both, and no target's
 # output may take its name (envbuild.lockfile, above spec, reads the name from here)
 LOCK_NAME = "envbuild.lock"
-DEFAULT_TAG = "{target}-{framework}{framework_version}-cuda{cuda}-py{python}"
-DEFAULT_USER = "envbuild"
-# what installs Python packages inside the image: uv (fast, never left in the image) or pip, for
-# bases where uv's manylinux binary cannot run (musl, glibc older than 2.17, other CPUs)
-INSTALLERS = ("uv", "pip")
 
 
 class LabelCodec(Record):
@@ -120,41 +128,6 @@ SMOKE_SETTINGS = (
     ),
 )
 
-STACK_KEYS = (
-    "driver",
-    "gpus",
-    "python",
-    "framework",
-    "cuda",
-    "compat",
-    "strategy",
-    "os",
-    "python-source",
-    "platform",
-)
-# where a Python other than the OS's python3 may come from: only what the spec opts into
-PYTHON_SOURCES = ("system", "deadsnakes")
-TABLE_KEYS = {
-    "stack": STACK_KEYS,
-    "packages": (
-        "pip",
-        "apt",
-        "conda",
-        "conda-channels",
-        "index-url",
-        "extra-index-urls",
-        "framework-index-url",
-    ),
-    "image": ("repository", "tags", "user", "labels", "env", "devel", "installer"),
-    "smoke": (*(setting.key for setting in SMOKE_SETTINGS), "imports", "command"),
-    "audit": ("skip",),
-    "build": ("engine",),
-    "site": ("matrix", "base-image"),
-    "target": ("name", *STACK_KEYS),
-}
-# the container engines `envbuild build` can use ([build] engine, --engine; envbuild.engine has each)
-ENGINES = ("docker", "podman")
-SKIP_KEYS = ("library", "reason")
 
 
 class StackSpec(Record):
@@ -182,9 +155,6 @@ class StackSpec(Record):
     # `platform = "linux/arm64"` or a list: canonical names (matrix.platforms), in the spec's order.
     # Empty: not set, so resolve derives it from the GPUs (a Grace GPU means linux/arm64), else amd64.
     platforms: tuple[str, ...]
-
-
-DEFAULT_CONDA_CHANNELS = ("conda-forge",)
 
 
 class Packages(Record):
@@ -555,7 +525,7 @@ class _Reader:
                 cuda=None,
                 compat="native",
                 strategy="wheels",
-                os="ubuntu22.04",
+                os=DEFAULT_OS,
                 python_source="system",
                 platforms=(),
             )
@@ -737,11 +707,7 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
     """The Spec, or one UsageError naming every problem in the file (`source`: its text, for
     quoting numbers as written)."""
     reader = _Reader(path, source)
-    reader.check_keys(
-        "the top level",
-        data,
-        ("stack", "packages", "image", "smoke", "audit", "build", "mirrors", "site", "target"),
-    )
+    reader.check_keys("the top level", data, TOP_LEVEL)
     stack_table = reader.table(data, "stack")
     if not stack_table:  # nothing below can be judged without it
         if isinstance(data.get("stack", {}), dict):
@@ -783,9 +749,9 @@ def parse_spec(data: dict[str, Any], path: str, digest: str, source: str = "") -
     image = ImageSpec(
         repository=reader.attempt(
             lambda: reader.text(
-                where, image_table, "repository", "envbuild/train", check=validate.repository
+                where, image_table, "repository", DEFAULT_REPOSITORY, check=validate.repository
             ),
-            "envbuild/train",
+            DEFAULT_REPOSITORY,
         ),
         tags=tags or (DEFAULT_TAG,),
         user=reader.attempt(

@@ -54,15 +54,24 @@ timeout = 600                  # seconds
 """
 
 
+COMMENT_COLUMN = 31  # where the template's comments start, so a filled-in line lines up with them
+
+
+def with_comment(code: str, comment: str) -> str:
+    """`code`, then `comment` at the template's comment column, or two spaces after a line too long
+    to reach it (a long `gpus = [...]` ran into its comment: `gpus = [...]# every GPU`)."""
+    return code + " " * max(COMMENT_COLUMN - len(code), 2) + comment
+
+
 def starter_text(driver: str, gpus: tuple[str, ...] = ()) -> str:
     """The starter for this driver and these GPUs (init takes them from flags or nvidia-smi)."""
-    driver_line = (
-        f'driver = "{driver}"'.ljust(31) + "# required: the driver your nodes run (550, R550 or 550.54.15)"
+    driver_line = with_comment(
+        f'driver = "{driver}"', "# required: the driver your nodes run (550, R550 or 550.54.15)"
     )
     if gpus:
         listed = ", ".join(f'"{g}"' for g in gpus)
-        gpus_line = (
-            f"gpus = [{listed}]".ljust(31) + "# every GPU the image must run on (names or 8.9 / sm_89)"
+        gpus_line = with_comment(
+            f"gpus = [{listed}]", "# every GPU the image must run on (names or 8.9 / sm_89)"
         )
     else:
         gpus_line = '# gpus = ["H100", "L4"]        # every GPU the image must run on (names or 8.9 / sm_89)'

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from envbuild.attest.summary import attestation_line
-from envbuild.host.doctor import attestation_checks, run_doctor, to_json, to_text
+from envbuild.host.doctor import NAME_COLUMN, attestation_checks, run_doctor, to_json, to_text
 from envbuild.oci.registry import resolve_digest
 
 DIGEST = "sha256:" + "ab" * 32
@@ -31,7 +31,9 @@ def test_the_line_is_printed_under_the_image_checks():
         (f"image {PUSHED} attestations", "ok", LINE, None)
     ]
     text = to_text(checks, colour=False)
-    assert f"[  ok] image {PUSHED} attestations  {LINE}\n" in text
+    # a name past the name column is alone on its line; the evidence follows in the column (doctor_layout)
+    assert f"[  ok] image {PUSHED} attestations\n" in text
+    assert f"\n{' ' * (len('[  ok] ') + NAME_COLUMN + 2)}{LINE}\n" in text
     assert text.endswith("0 failed, 0 warning(s), 1 checks\n")
 
 
