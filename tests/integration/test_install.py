@@ -45,6 +45,6 @@ def test_make_install_is_envbuild_alone_and_make_test_brings_the_rest(tmp_path: 
         ["make", "-n", "test", f"VENV={venv}"], cwd=REPO, env=env, capture_output=True, text=True, check=True
     )
     lines = planned.stdout.splitlines()
-    install = next(i for i, line in enumerate(lines) if "pip install" in line and "[test,smoke]" in line)
+    install = next(i for i, line in enumerate(lines) if "pip install" in line and "[test,smoke,docs]" in line)
     pytest_run = next(i for i, line in enumerate(lines) if "-m pytest" in line)
     assert install < pytest_run
