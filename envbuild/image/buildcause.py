@@ -15,7 +15,10 @@ ends the block. A block starts with (the patterns are matched on real output: te
 - uv: `error: ...` (its `cause: ...` and `hint: ...` lines follow, indented); uv 0.5 and older,
   `× ...` and `╰─▶ Because ...`; a line that starts with "because";
 - pip: `ERROR: ...`, and `The conflict is caused by:` before the conflicting pins;
-- apt: `E: ...` (`E: Unable to locate package X`, `E: Package 'X' has no installation candidate`).
+- apt: `E: ...` (`E: Unable to locate package X`, `E: Package 'X' has no installation candidate`),
+  also after one of apt's progress texts on the same line: apt writes `Building dependency tree...`
+  to stdout with no newline and its `E:` line to stderr, and BuildKit prints the two as one line
+  when they arrive in one read (tests/fixtures/buildlog/apt-joined-to-progress.buildkit.log).
 
 The classic builder's own `ERROR: The command '...' returned a non-zero code` is never a tool's line.
 
@@ -43,6 +46,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _HEAD = re.compile(r"^(?:error:|ERROR:|E: |×|╰─▶|The conflict is caused by:)")
 _BECAUSE = re.compile(r"^because\b", re.IGNORECASE)
 _NOT_A_TOOL = re.compile(r"^ERROR: The command '.*' returned a non-zero code")
+# apt's progress texts, which end without a newline when apt stops right after them
+_APT_PROGRESS = re.compile(
+    r"^(?:Reading package lists|Building dependency tree|Reading state information)\.\.\.(?: Done)?\s*(?=E: )"
+)
 # BuildKit's plain progress: "#12 0.281 <what the step printed>"; its own lines ("#12 ERROR: ...",
 # "#12 DONE 0.1s", "#12 sha256:...") carry no timestamp
 _BUILDKIT_OUTPUT = re.compile(r"^\d+\.\d+(?: (.*))?$")
@@ -100,7 +107,7 @@ class StepWords:
         self._steps: dict[str, _Step] = {}
 
     def add(self, step: str, line: str) -> None:
-        text = _clean(line)
+        text = _APT_PROGRESS.sub("", _clean(line), count=1)
         state = self._steps.setdefault(step, _Step())
         if not text:
             return  # a blank line keeps a block open: uv separates its paragraphs with one

@@ -105,6 +105,28 @@ def test_apt_says_which_package(name: str, cause: str) -> None:
     assert "is not available, but is referred to" not in error  # apt's prose before its E: line
 
 
+def test_apts_error_joined_to_its_progress_text_is_still_its_cause() -> None:
+    """apt writes "Building dependency tree..." to stdout with no newline, then its E: line to stderr;
+    when both reach BuildKit in one read they are one log line. CI met it under load: the error then
+    quoted nothing and dropped apt's exit status."""
+    text = (LOGS / "apt-joined-to-progress.buildkit.log").read_text()
+    assert "Building dependency tree...E: Unable to locate package" in text  # as captured
+    error = replay_buildkit("apt-joined-to-progress.buildkit.log")
+    head, cause = error.splitlines()[:2]
+    assert head.endswith(
+        "RUN apt-get install -y --no-install-recommends no-such-package-envbuild (exit code 100); "
+        "the step's output says:"
+    )
+    assert cause == "    E: Unable to locate package no-such-package-envbuild"
+
+
+def test_a_line_that_only_mentions_e_colon_is_no_cause() -> None:
+    words = StepWords()
+    for line in ("see the docs... E: is apt's prefix", "Reading package lists... Done"):
+        words.add("1", line)
+    assert words.causes("1").lines == ()
+
+
 def test_the_classic_builder_quotes_pip_without_its_colour_codes() -> None:
     error = replay_classic("pip-locked-not-in-wheelhouse.api.log")
     assert error.splitlines()[0].startswith("error: docker build failed at step 12/17: RUN pip install")
