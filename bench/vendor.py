@@ -15,17 +15,12 @@ vendor finds which wheel the lock pins). Run: `.venv/bin/python bench/vendor.py`
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import io
-import json
 import os
 import random
 import re
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -35,31 +30,29 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from envbuild import __version__  # noqa: E402
 from envbuild._testing.condachannel import CondaChannel  # noqa: E402
-from envbuild._testing.pyindex import PackageIndex, build_wheel  # noqa: E402
-from envbuild.lockfile.model import (  # noqa: E402
-    Lock,
-    LockedCondaPackage,
-    LockedPackage,
-    LockedTarget,
-    lock_path,
-    write_lock,
+from envbuild._testing.lockedproject import (  # noqa: E402
+    OCI_MANIFEST,
+    CondaFile,
+    one_layer_image,
+    sha256_digest,
+    write_locked_project,
 )
-from envbuild.matrix.load import load_matrix  # noqa: E402
-from envbuild.spec.model import load_spec  # noqa: E402
+from envbuild._testing.pyindex import PackageIndex, build_wheel  # noqa: E402
 
 ENVBUILD = str(Path(sys.executable).with_name("envbuild"))
 WHEELS = ("app", "click", "einops", "lib", "rich", "tqdm")  # a lock lists them by name
 # python in the framework layer, then the user layer's by name
 CONDA = (
-    ("python", "3.11.9", "h0_0", "linux-64"),
-    *((name, "1.0", "pyhd8ed1ab_0", "noarch") for name in ("attrs", "tool", "yaml")),
-    ("zlib", "1.3.1", "h0_0", "linux-64"),
+    CondaFile(name="python", version="3.11.9", build="h0_0", subdir="linux-64"),
+    *(
+        CondaFile(name=name, version="1.0", build="pyhd8ed1ab_0", subdir="noarch")
+        for name in ("attrs", "tool", "yaml")
+    ),
+    CondaFile(name="zlib", version="1.3.1", build="h0_0", subdir="linux-64"),
 )
 LAYER_BYTES = 4 << 20
 RUNS = 3
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 
 
 class StaticRegistry:
@@ -76,42 +69,10 @@ class StaticRegistry:
 
     def image(self) -> str:
         """One one-layer image (random bytes: gzip leaves them their size); its manifest digest."""
-        payload = random.Random(38).randbytes(LAYER_BYTES)
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as archive:
-            info = tarfile.TarInfo("opt/payload.bin")
-            info.size = len(payload)
-            archive.addfile(info, io.BytesIO(payload))
-        layer = gzip.compress(buffer.getvalue(), mtime=0)
-        config = json.dumps(
-            {
-                "architecture": "amd64",
-                "os": "linux",
-                "rootfs": {"type": "layers", "diff_ids": [_digest(buffer.getvalue())]},
-                "config": {},
-            }
-        ).encode()
-        for body in (layer, config):
-            self.blobs[_digest(body)] = body
-        self.manifest = json.dumps(
-            {
-                "schemaVersion": 2,
-                "mediaType": OCI_MANIFEST,
-                "config": {
-                    "mediaType": "application/vnd.oci.image.config.v1+json",
-                    "digest": _digest(config),
-                    "size": len(config),
-                },
-                "layers": [
-                    {
-                        "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                        "digest": _digest(layer),
-                        "size": len(layer),
-                    }
-                ],
-            }
-        ).encode()
-        return _digest(self.manifest)
+        image = one_layer_image("opt/payload.bin", random.Random(38).randbytes(LAYER_BYTES))
+        self.blobs.update(image.blobs)
+        self.manifest = image.manifest
+        return image.digest
 
     def __enter__(self) -> StaticRegistry:
         registry = self
@@ -127,7 +88,7 @@ class StaticRegistry:
                 data, kind = None, "application/json"
                 if path == "/v2/":
                     data = b"{}"
-                elif path == f"{prefix}manifests/{_digest(registry.manifest)}":
+                elif path == f"{prefix}manifests/{sha256_digest(registry.manifest)}":
                     data, kind = registry.manifest, OCI_MANIFEST
                 elif path.startswith(f"{prefix}blobs/"):
                     data, kind = registry.blobs.get(path.rsplit("/", 1)[1]), "application/octet-stream"
@@ -140,7 +101,7 @@ class StaticRegistry:
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 if path != "/v2/":
-                    self.send_header("Docker-Content-Digest", _digest(data))
+                    self.send_header("Docker-Content-Digest", sha256_digest(data))
                 self.end_headers()
                 if body:
                     self.wfile.write(data)
@@ -167,58 +128,19 @@ class StaticRegistry:
             self._server.server_close()
 
 
-def _digest(body: bytes) -> str:
-    return "sha256:" + hashlib.sha256(body).hexdigest()
-
-
 def write_project(directory: Path, index: PackageIndex, channel: CondaChannel, base: str) -> Path:
     """envbuild.toml (installer pip: no uv wheel to carry) and its envbuild.lock, written from the
     lock model as `envbuild lock` would write it."""
-    directory.mkdir(parents=True)
-    spec_path = directory / "envbuild.toml"
-    spec_path.write_text(
-        '[stack]\ndriver = "580"\nframework = "torch==2.13.0"\npython = "3.11"\nos = "debian12"\n\n'
-        f'[packages]\npip = ["app"]\nindex-url = "{index.url}"\n\n[image]\ninstaller = "pip"\n'
-    )
-    spec = load_spec(str(spec_path))
-    packages = tuple(
-        LockedPackage(
-            name=name,
-            version="1.0",
-            layer="user",
-            index=index.url,
-            hashes=(_digest((index.directory / f"{name}-1.0-py3-none-any.whl").read_bytes()),),
-        )
-        for name in WHEELS
-    )
-    conda = tuple(
-        LockedCondaPackage(
-            name=name,
-            version=version,
-            build=build,
-            layer="framework" if name == "python" else "user",
-            channel=channel.url,
-            subdir=subdir,
-            url=f"{channel.url}/{subdir}/{name}-{version}-{build}.tar.bz2",
-            sha256=channel.file_sha256(subdir, f"{name}-{version}-{build}.tar.bz2"),
-        )
-        for name, version, build, subdir in CONDA
-    )
-    target = LockedTarget(
-        name="default",
-        platform="linux/amd64",
-        strategy="conda",
-        python="3.11",
+    return write_locked_project(
+        directory,
+        index=index,
+        channel=channel,
         base_image=base,
-        requirements=("app",),
-        stack=(("framework", "torch"),),
-        packages=packages,
-        conda=conda,
+        wheels=WHEELS,
+        conda=CONDA,
+        targets=("default",),
+        installer="pip",
     )
-    matrix = load_matrix().digest
-    lock = Lock(envbuild=__version__, spec_digest=spec.digest, matrix_digest=matrix, targets=(target,))
-    write_lock(lock_path(str(spec_path)), lock)
-    return spec_path
 
 
 def file_bytes(index: PackageIndex, channel: CondaChannel, registry: StaticRegistry) -> tuple[int, int]:
@@ -244,8 +166,8 @@ def main() -> int:
         for name in WHEELS:
             build_wheel(root / "wheels", name, "1.0", ["lib"] if name == "app" else [])
         channel = CondaChannel(root / "channel")
-        for name, version, build, subdir in CONDA:
-            channel.add(name, version, build, subdir=subdir)
+        for file in CONDA:
+            channel.add(file.name, file.version, file.build, subdir=file.subdir)
         channel.index()
         registry = StaticRegistry("bench/vendor-base")
         digest = registry.image()
