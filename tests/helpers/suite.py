@@ -9,6 +9,8 @@ import pytest
 
 from tests.helpers import artifacts, notrun, parallel, timings
 
+SECTIONS = (notrun.NOT_RUN, artifacts.KEPT)  # in the summary's order
+
 
 def pytest_configure(config: pytest.Config) -> None:
     timings.start(config)
@@ -24,25 +26,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """A worker's "not run here" lines and kept files travel to the controller on the test's report."""
     report = yield
-    notrun.attach(report)
-    artifacts.attach(report)
+    for section in SECTIONS:
+        section.attach(report)
     return report
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    notrun.collect(report)
-    artifacts.collect(report)
+    for section in SECTIONS:
+        section.collect(report)
     timings.record(report)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """Say what passing tests did not do here (a missing runtime's real run), and where the files
     they kept are (the explorer's screenshot)."""
-    if notrun.NOT_RUN:
-        terminalreporter.section("not run on this host")
-        for line in notrun.NOT_RUN:
-            terminalreporter.write_line(line)
-    if artifacts.KEPT:
-        terminalreporter.section("files kept")
-        for line in artifacts.KEPT:
-            terminalreporter.write_line(line)
+    for section in SECTIONS:
+        section.write(terminalreporter)
