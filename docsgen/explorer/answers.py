@@ -96,7 +96,7 @@ def branch_answers(matrix: Matrix) -> list[BranchAnswer]:
                 FrameworkAnswer(
                     framework=framework.name,
                     best=best,
-                    with_minor=_minor_answer(document["with_minor_compat"][framework.name], minor)
+                    with_minor=_answer(document["with_minor_compat"][framework.name], minor)
                     if minor is not None
                     else None,
                     closest=_closest_text(closest) if closest else None,
@@ -170,30 +170,15 @@ def _gpu_answer(
 
 
 def _answer(fields: dict[str, Any], stack: Stack) -> StackAnswer:
-    """A stack of the --json document (`fields`), with the provenance of the Stack it was made from."""
+    """A stack of the --json document (`fields`), with the provenance of the Stack it was made from.
+    A with_minor_compat entry prints no framework, python or compat field: the Stack holds those."""
     return StackAnswer(
-        framework=fields["framework"],
+        framework=fields.get("framework", stack.framework.name),
         version=fields["framework_version"],
         variant=fields["variant"],
         cuda=fields["cuda"],
-        python=fields["python"],
-        compat=fields["compat"],
-        min_driver=fields["min_driver"],
-        source=stack.variant.prov.source,
-        where=f"{stack.release.prov.where} variant {stack.variant.name}",
-    )
-
-
-def _minor_answer(fields: dict[str, Any], stack: Stack) -> StackAnswer:
-    """A with_minor_compat entry of the --json document: it prints no python or compat field, which
-    the Stack it was made from holds."""
-    return StackAnswer(
-        framework=stack.framework.name,
-        version=fields["framework_version"],
-        variant=fields["variant"],
-        cuda=fields["cuda"],
-        python=format_minor(stack.python),
-        compat=stack.mode,
+        python=fields.get("python", format_minor(stack.python)),
+        compat=fields.get("compat", stack.mode),
         min_driver=fields["min_driver"],
         source=stack.variant.prov.source,
         where=f"{stack.release.prov.where} variant {stack.variant.name}",
